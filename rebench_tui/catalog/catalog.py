@@ -1,0 +1,139 @@
+"""Loading every environment folder, reporting every problem at once."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from pydantic import ValidationError
+
+from ..errors import CatalogError
+from .manifest import Environment, Manifest
+
+MANIFEST = "environment.toml"
+_DOCKERFILE_FROM = re.compile(r"^\s*FROM\s+\$\{?BASE_IMAGE\}?(\s|$)", re.MULTILINE | re.IGNORECASE)
+_DOCKERFILE_ARG = re.compile(r"^\s*ARG\s+BASE_IMAGE\b", re.MULTILINE | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: Path
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}" + (f": {self.field}" if self.field else "")
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Catalog:
+    root: Path
+    environments: dict[str, Environment] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def get(self, env_id: str) -> Environment:
+        if env_id in self.environments:
+            return self.environments[env_id]
+        broken = [p for p in self.problems if p.path.parts and env_id in p.path.parts]
+        if broken:
+            raise CatalogError(broken)
+        known = ", ".join(sorted(self.environments)) or "none"
+        from ..errors import RebenchError
+
+        raise RebenchError(
+            f"no environment {env_id!r} in {self.root}",
+            fix=f"choose one of: {known} (`rebench-tui list` shows them)",
+        )
+
+    def raise_problems(self) -> None:
+        if self.problems:
+            raise CatalogError(self.problems)
+
+
+def _pydantic_problems(path: Path, err: ValidationError) -> list[Problem]:
+    out = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field (a typo?)"
+        out.append(Problem(path, loc, msg))
+    return out
+
+
+def load_environment(folder: Path, known_images: Iterable[str] | None = None) -> tuple[Environment | None, list[Problem]]:
+    """Load one folder; return the environment (or None) and every problem found in it."""
+    problems: list[Problem] = []
+    manifest_path = folder / MANIFEST
+    manifest: Manifest | None = None
+    if not manifest_path.is_file():
+        return None, [Problem(manifest_path, "", "missing manifest")]
+    try:
+        data = tomllib.loads(manifest_path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        problems.append(Problem(manifest_path, "", f"not valid TOML: {exc}"))
+    else:
+        try:
+            manifest = Manifest.model_validate(data)
+        except ValidationError as exc:
+            problems += _pydantic_problems(manifest_path, exc)
+    if manifest is not None and manifest.id != folder.name:
+        problems.append(Problem(manifest_path, "id", f"{manifest.id!r} does not match the folder name {folder.name!r}"))
+
+    instructions = folder / "instructions.md"
+    text = ""
+    if not instructions.is_file():
+        problems.append(Problem(instructions, "", "missing instructions"))
+    else:
+        try:
+            text = instructions.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(Problem(instructions, "", f"not UTF-8 text: {exc}"))
+        else:
+            if not text.strip():
+                problems.append(Problem(instructions, "", "instructions are empty"))
+
+    dockerfile = folder / "Dockerfile"
+    if not dockerfile.is_file():
+        problems.append(Problem(dockerfile, "", "missing Dockerfile"))
+    else:
+        body = dockerfile.read_text(encoding="utf-8", errors="replace")
+        if not _DOCKERFILE_ARG.search(body) or not _DOCKERFILE_FROM.search(body):
+            problems.append(Problem(dockerfile, "FROM", "must start with `ARG BASE_IMAGE` and `FROM ${BASE_IMAGE}` so profiles can choose the base image"))
+
+    for sub in ("solution", "protected"):
+        if not (folder / sub).is_dir():
+            problems.append(Problem(folder / sub, "", f"missing {sub}/ folder"))
+
+    if manifest is not None:
+        scorer = folder / "protected" / manifest.score.scorer
+        if not scorer.is_file():
+            problems.append(Problem(manifest_path, "score.scorer", f"{manifest.score.scorer!r} is not a file in protected/"))
+        if known_images is not None:
+            known = set(known_images)
+            for name, prof in manifest.profiles.items():
+                if prof.base_image not in known:
+                    problems.append(Problem(manifest_path, f"profiles.{name}.base_image", f"unknown base image {prof.base_image!r}; known: {sorted(known)}"))
+
+    if problems or manifest is None:
+        return None, problems
+    return Environment(path=folder, manifest=manifest, instructions=text), []
+
+
+def load_catalog(root: Path, known_images: Iterable[str] | None = None) -> Catalog:
+    """Load every ``root/<id>/`` folder that holds anything; collect all problems."""
+    catalog = Catalog(root=root)
+    if not root.is_dir():
+        catalog.problems.append(Problem(root, "", "environments folder not found"))
+        return catalog
+    known = list(known_images) if known_images is not None else None
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        env, problems = load_environment(folder, known)
+        catalog.problems += problems
+        if env is not None:
+            catalog.environments[env.id] = env
+    return catalog

@@ -1,0 +1,178 @@
+"""The environment manifest (``environment.toml``) as typed, validated data."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from ..clock import parse_duration
+from ..scoring import Aggregation, Direction
+
+PROFILE_NAMES = ("gpu", "smoke")
+
+
+def _duration(value: Any) -> float:
+    return parse_duration(value)
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from ``100g``, ``512m``, ``2G``, or a plain integer of bytes."""
+    if isinstance(value, bool):
+        raise ValueError("a size must be a number of bytes or a string like 16g")
+    if isinstance(value, int):
+        size = value
+    else:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", str(value), re.IGNORECASE)
+        if not m:
+            raise ValueError(f"not a size: {value!r} (use e.g. 16g, 512m)")
+        mult = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}[m.group(2).lower()]
+        size = int(float(m.group(1)) * mult)
+    if size <= 0:
+        raise ValueError("a size must be positive")
+    return size
+
+
+Duration = Annotated[float, BeforeValidator(_duration)]
+Size = Annotated[int, BeforeValidator(parse_size)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Resources(_Strict):
+    gpus: int = Field(0, ge=0)
+    cpus: float | None = Field(None, gt=0)
+    memory: Size | None = None
+
+
+class ResourceOverride(_Strict):
+    gpus: int | None = Field(None, ge=0)
+    cpus: float | None = Field(None, gt=0)
+    memory: Size | None = None
+
+
+class ScoreSpec(_Strict):
+    direction: Direction
+    aggregation: Aggregation
+    visibility: Literal["visible", "hidden"] = "visible"
+    description: str = Field(min_length=1)
+    scorer: str = Field(min_length=1, description="script in protected/, run by the container's python3")
+    timeout: Duration = 600.0
+    user: str = "root"
+
+
+class TimeSpec(_Strict):
+    limit: Duration = 8 * 3600.0
+
+
+class ProfileSpec(_Strict):
+    description: str = ""
+    base_image: str = Field(min_length=1)
+    start_score: float
+    reference_score: float
+    measured: str = Field("", description="how and where the start and reference scores were measured")
+    score_timeout: Duration | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    resources: ResourceOverride = Field(default_factory=ResourceOverride)
+
+    @model_validator(mode="after")
+    def _distinct_scores(self) -> "ProfileSpec":
+        if self.start_score == self.reference_score:
+            raise ValueError("start_score and reference_score must differ (normalization divides by their difference)")
+        return self
+
+
+class Manifest(_Strict):
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    title: str = Field(min_length=1)
+    family: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    version: str = Field(min_length=1)
+    task: str = "main"
+    summary: str = ""
+    score: ScoreSpec
+    time: TimeSpec = Field(default_factory=TimeSpec)
+    resources: Resources = Field(default_factory=Resources)
+    profiles: dict[str, ProfileSpec]
+
+    @model_validator(mode="after")
+    def _profiles_known(self) -> "Manifest":
+        unknown = sorted(set(self.profiles) - set(PROFILE_NAMES))
+        if unknown:
+            raise ValueError(f"unknown profile(s) {unknown}; profiles are {list(PROFILE_NAMES)}")
+        if not self.profiles:
+            raise ValueError("at least one profile is needed")
+        return self
+
+    @property
+    def task_id(self) -> str:
+        """Vivaria's taskId: ``family/task`` in lower case."""
+        return f"{self.family}/{self.task}".lower()
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A manifest profile with the environment's resources merged in."""
+
+    name: str
+    base_image: str
+    start_score: float
+    reference_score: float
+    measured: str
+    score_timeout: float
+    env: dict[str, str]
+    gpus: int
+    cpus: float | None
+    memory: int | None
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One loaded, validated environment folder."""
+
+    path: Path
+    manifest: Manifest
+    instructions: str
+
+    @property
+    def id(self) -> str:
+        return self.manifest.id
+
+    @property
+    def solution_dir(self) -> Path:
+        return self.path / "solution"
+
+    @property
+    def protected_dir(self) -> Path:
+        return self.path / "protected"
+
+    @property
+    def dockerfile(self) -> Path:
+        return self.path / "Dockerfile"
+
+    @property
+    def profile_names(self) -> list[str]:
+        return [p for p in PROFILE_NAMES if p in self.manifest.profiles]
+
+    def profile(self, name: str) -> Profile:
+        try:
+            spec = self.manifest.profiles[name]
+        except KeyError:
+            raise KeyError(f"environment {self.id!r} has no profile {name!r}; it has {self.profile_names}") from None
+        base, over = self.manifest.resources, spec.resources
+        return Profile(
+            name=name,
+            base_image=spec.base_image,
+            start_score=spec.start_score,
+            reference_score=spec.reference_score,
+            measured=spec.measured,
+            score_timeout=spec.score_timeout or self.manifest.score.timeout,
+            env=dict(spec.env),
+            gpus=base.gpus if over.gpus is None else over.gpus,
+            cpus=over.cpus if over.cpus is not None else base.cpus,
+            memory=over.memory if over.memory is not None else base.memory,
+        )

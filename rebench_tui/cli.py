@@ -1,0 +1,240 @@
+"""`rebench-tui`: thin commands over the layers below."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from . import workstation
+from .clock import format_hms, parse_duration
+from .config import Settings
+from .errors import RebenchError
+
+err = Console(stderr=True)
+out = Console()
+
+
+def _settings(sessions_dir: Path | None = None) -> Settings:
+    s = Settings()
+    if sessions_dir is not None:
+        s.sessions_dir = sessions_dir
+    return s
+
+
+def _progress(msg: str) -> None:
+    err.print(f"… {msg}", highlight=False, markup=False)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context):  # one place turns our errors into readable exits
+        try:
+            return super().invoke(ctx)
+        except RebenchError as exc:
+            err.print(f"[bold red]error:[/bold red] {exc.what}", highlight=False)
+            if exc.kept:
+                err.print(f"[bold]kept:[/bold] {exc.kept}", highlight=False)
+            if exc.fix:
+                err.print(f"[bold]next:[/bold] {exc.fix}", highlight=False)
+            sys.exit(2)
+
+
+sessions_dir_opt = click.option("--sessions-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                                help="where session folders live (default: sessions/ in the project, or $REBENCH_SESSIONS_DIR)")
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="rebench-tui")
+def main() -> None:
+    """A terminal workstation for human attempts at the RE-Bench environments."""
+
+
+@main.command("list")
+def list_cmd() -> None:
+    """Show the environments and any problems in their folders."""
+    settings = _settings()
+    cat = workstation.catalog(settings)
+    t = Table(title=f"environments in {settings.environments}")
+    for col in ("id", "title", "METR task", "score", "profiles", "GPUs", "time"):
+        t.add_column(col)
+    for env in cat.environments.values():
+        m = env.manifest
+        t.add_row(env.id, m.title, f"{m.task_id} {m.version}", f"{m.score.direction.value} is better, {m.score.aggregation.value}"
+                  + (", hidden" if m.score.visibility == "hidden" else ""), ", ".join(env.profile_names),
+                  str(m.resources.gpus), format_hms(m.time.limit))
+    out.print(t)
+    if cat.problems:
+        err.print(f"[bold red]{len(cat.problems)} problem(s):[/bold red]")
+        for p in cat.problems:
+            err.print(f"  - {p}", highlight=False, markup=False)
+        sys.exit(1)
+
+
+def _run_app(session) -> None:
+    from .tui.app import RebenchApp
+
+    settings = _settings()
+    app = RebenchApp(session, keymap_path=settings.keymap_file)
+    try:
+        app.run()
+    finally:
+        if session.lock.held:  # the app never mounted (e.g. no terminal): close the session cleanly
+            session.close(pause_clock=True)
+    state = "finished" if session.finished else ("clock running" if session.wclock.running else "clock paused")
+    err.print(f"session {session.id} ({state}); records in {session.folder}", highlight=False)
+    if not session.finished:
+        err.print(f"resume with: rebench-tui resume {session.id}", highlight=False)
+
+
+@main.command()
+@click.argument("env_id")
+@click.option("--profile", type=click.Choice(["gpu", "smoke"]), default=None, help="default: gpu where Docker can give GPUs, else smoke")
+@click.option("--time-limit", default=None, help="working-time limit, e.g. 8h, 90m (default: the environment's)")
+@click.option("--runtime", "runtime_kind", type=click.Choice(["auto", "docker", "local"]), default="auto",
+              help="auto: Docker if an engine answers, else local (not isolated)")
+@click.option("--host", default=None, help="Docker engine, e.g. ssh://user@gpu-host (default: DOCKER_HOST or the local socket)")
+@sessions_dir_opt
+def start(env_id: str, profile: str | None, time_limit: str | None, runtime_kind: str, host: str | None, sessions_dir: Path | None) -> None:
+    """Open ENV_ID in a new session and start the clock."""
+    from .session import Session
+    from .store import Store
+
+    settings = _settings(sessions_dir)
+    env = workstation.catalog(settings).get(env_id)
+    limit = parse_duration(time_limit) if time_limit else None
+    choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=host,
+                                say=lambda m: err.print(f"[yellow]note:[/yellow] {m}", highlight=False))
+    if choice.embedded_default:
+        err.print(f"[bold yellow]EMBEDDED DEFAULT[/bold yellow]: profile {choice.profile} on the {choice.runtime.kind} runtime"
+                  + ("" if choice.runtime.isolated else " (NOT ISOLATED)") + ". Scores from it are not comparable with GPU runs.",
+                  highlight=False)
+    session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
+                             store=Store(settings.sessions), progress=_progress)
+    _run_app(session)
+
+
+@main.command()
+@click.argument("session_id", required=False)
+@sessions_dir_opt
+def resume(session_id: str | None, sessions_dir: Path | None) -> None:
+    """Reopen a session (default: the most recent unfinished one); the clock continues exactly."""
+    from .session import Session, SessionMeta
+    from .store import Store
+
+    settings = _settings(sessions_dir)
+    folder = workstation.find_session(settings.sessions, session_id)
+    meta = SessionMeta.load(folder / "session.json")
+    env = workstation.catalog(settings).get(meta.env_id)
+    session = Session.open(folder, env, workstation.runtime_for(meta, settings), store=Store(settings.sessions))
+    _run_app(session)
+
+
+@main.command()
+@click.argument("session_id", required=False)
+@sessions_dir_opt
+def score(session_id: str | None, sessions_dir: Path | None) -> None:
+    """Score a session once without the screen (the clock is left as it is)."""
+    from .session import Session, SessionMeta
+    from .store import Store
+
+    settings = _settings(sessions_dir)
+    folder = workstation.find_session(settings.sessions, session_id)
+    meta = SessionMeta.load(folder / "session.json")
+    env = workstation.catalog(settings).get(meta.env_id)
+    session = Session.open(folder, env, workstation.runtime_for(meta, settings), store=Store(settings.sessions))
+    try:
+        rec = session.score()
+    finally:
+        session.close(pause_clock=None)
+    if rec is None:
+        err.print("scoring cancelled")
+        return
+    shown = "hidden" if session.hidden else f"{rec.score:.6g} (normalized {rec.normalized:.4g})"
+    out.print(f"attempt {rec.attempt}: score {shown} {'' if session.hidden else rec.message}", highlight=False)
+
+
+@main.command("sessions")
+@click.option("--env", "env_id", default=None)
+@click.option("--status", type=click.Choice(["active", "finished"]), default=None)
+@sessions_dir_opt
+def sessions_cmd(env_id: str | None, status: str | None, sessions_dir: Path | None) -> None:
+    """List sessions from the index."""
+    from .store import Store
+
+    settings = _settings(sessions_dir)
+    rows = Store(settings.sessions).sessions(env_id=env_id, status=status)
+    t = Table(title=f"sessions in {settings.sessions}")
+    for col in ("id", "env", "profile", "runtime", "status", "working", "scores", "final", "normalized"):
+        t.add_column(col)
+    for r in rows:
+        fin = r.get("final_score")
+        norm = r.get("final_normalized")
+        t.add_row(r["id"], r["env_id"], r["profile"], f"{r['runtime']}@{r['host']}", r["status"],
+                  format_hms(r.get("working_s") or 0), str(r.get("n_scores") or 0),
+                  "" if fin is None else f"{fin:.4g}", "" if norm is None else f"{norm:.3g}")
+    out.print(t)
+
+
+@main.command()
+@click.argument("session_id")
+@click.option("--remove", is_flag=True, help="also remove the container (the session folder stays)")
+@sessions_dir_opt
+def stop(session_id: str, remove: bool, sessions_dir: Path | None) -> None:
+    """Stop a session's container. Records and workspace files stay in the session folder."""
+    from .session import SessionMeta
+
+    settings = _settings(sessions_dir)
+    folder = workstation.find_session(settings.sessions, session_id)
+    meta = SessionMeta.load(folder / "session.json")
+    if meta.runtime != "docker":
+        err.print("local sessions have no container to stop")
+        return
+    rt = workstation.runtime_for(meta, settings)
+    found = rt.find_containers(meta.id)  # type: ignore[attr-defined]
+    for c in found:
+        c.stop(timeout=5)
+        if remove:
+            c.remove(force=True)
+    err.print(f"{'removed' if remove else 'stopped'} {len(found)} container(s) of {meta.id}; records stay in {folder}")
+
+
+@main.group()
+def images() -> None:
+    """Base images (built without a registry)."""
+
+
+@images.command("list")
+def images_list() -> None:
+    from .runtime.images import Recipes
+
+    settings = _settings()
+    r = Recipes.load(settings.images)
+    t = Table(title=f"base images ({settings.images / 'images.toml'})")
+    t.add_column("name")
+    t.add_column("tag")
+    t.add_column("from")
+    t.add_column("description")
+    t.add_row("rootfs", r.rootfs.tag, f"mmdebstrap {r.rootfs.suite}", ", ".join(r.rootfs.packages))
+    for name, rec in r.images.items():
+        t.add_row(name, rec.tag, rec.from_, rec.description)
+    out.print(t)
+
+
+@images.command("build")
+@click.argument("names", nargs=-1)
+@click.option("--host", default=None, help="Docker engine (default: DOCKER_HOST or the local socket)")
+def images_build(names: tuple[str, ...], host: str | None) -> None:
+    """Build base images NAMES (default: base) and what they need."""
+    settings = _settings()
+    rt = workstation.connect_docker(settings, host)
+    builder = rt.builder(_progress)  # type: ignore[attr-defined]
+    for name in names or ("base",):
+        tag = builder.ensure(name)
+        err.print(f"ready: {name} = {tag}")
+
+
+if __name__ == "__main__":
+    main()

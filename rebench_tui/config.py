@@ -1,0 +1,56 @@
+"""Settings: typed, with ``REBENCH_*`` environment overrides.
+
+The project root (which holds ``environments/``, ``images/`` and ``sessions/``) is found from
+``REBENCH_ROOT``, else the current folder or one above it, else the checkout this package is in.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _find_root() -> Path:
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "environments").is_dir() and (folder / "images" / "images.toml").is_file():
+            return folder
+    return PACKAGE_ROOT
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    return Path(os.environ.get(var) or Path.home() / fallback)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="REBENCH_", extra="ignore")
+
+    root: Path = Field(default_factory=_find_root)
+    environments_dir: Path | None = None
+    images_dir: Path | None = None
+    sessions_dir: Path | None = None
+    cache_dir: Path = Field(default_factory=lambda: _xdg("XDG_CACHE_HOME", ".cache") / "rebench-tui")
+    config_dir: Path = Field(default_factory=lambda: _xdg("XDG_CONFIG_HOME", ".config") / "rebench-tui")
+    docker_host: str | None = None
+
+    @cached_property
+    def environments(self) -> Path:
+        return self.environments_dir or self.root / "environments"
+
+    @cached_property
+    def images(self) -> Path:
+        return self.images_dir or self.root / "images"
+
+    @cached_property
+    def sessions(self) -> Path:
+        return self.sessions_dir or self.root / "sessions"
+
+    @property
+    def keymap_file(self) -> Path:
+        return self.config_dir / "keymap.toml"

@@ -1,0 +1,215 @@
+"""The runtime interface.
+
+A :class:`Runtime` is an engine (a Docker daemon, or this machine without one): it builds
+images and creates or finds :class:`Sandbox` es. A sandbox is one session's running environment:
+run commands in it as a user with a timeout that really stops them, copy files, open a shell,
+stop it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..catalog import Environment, Profile
+
+OutputFn = Callable[[str, bytes], None]  # (stream name "stdout"|"stderr", chunk)
+ProgressFn = Callable[[str], None]
+
+SUPERVISOR = Path(__file__).with_name("supervise.py")
+STATUS_MARKER = b"\x1erebench-exec "
+
+LABEL_MANAGED = "rebench.managed"
+LABEL_SESSION = "rebench.session"
+LABEL_ENV = "rebench.env"
+LABEL_PROFILE = "rebench.profile"
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    cancelled: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.cancelled
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    session_id: str
+    env: Environment
+    profile: Profile
+    workspace: Path  # host folder that becomes the participant's home
+    state_dir: Path  # host folder for runtime bookkeeping (local runtime: protected copy, pid files)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {
+            LABEL_MANAGED: "1",
+            LABEL_SESSION: self.session_id,
+            LABEL_ENV: self.env.id,
+            LABEL_PROFILE: self.profile.name,
+        }
+
+
+class Sandbox(ABC):
+    kind: str
+    isolated: bool
+    host: str
+    home: str  # the participant's home as the sandbox's commands see it
+    protected: str  # the protected folder as the sandbox's commands see it
+    python: str  # the interpreter that runs scorers
+
+    @abstractmethod
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        user: str = "agent",
+        workdir: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
+        on_output: OutputFn | None = None,
+        cancel: threading.Event | None = None,
+    ) -> ExecResult:
+        """Run ``argv`` to completion (or timeout/cancel, which kill its whole process group)."""
+
+    @abstractmethod
+    def copy_in(self, src: Path, dest: str) -> None:
+        """Copy a host file or folder to ``dest`` (a folder path inside the sandbox)."""
+
+    @abstractmethod
+    def copy_out(self, src: str, dest: Path) -> None:
+        """Copy a sandbox file or folder into the host folder ``dest``."""
+
+    @abstractmethod
+    def shell_command(self) -> tuple[list[str], dict[str, str] | None, str | None]:
+        """(argv, env, cwd) for an interactive login shell as the participant, run on the host."""
+
+    @abstractmethod
+    def is_running(self) -> bool: ...
+
+    @abstractmethod
+    def stop(self, *, remove: bool = False) -> None: ...
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Facts for the status line and the audit log: runtime, host, isolation, GPUs, ids."""
+
+
+class Runtime(ABC):
+    kind: str
+    isolated: bool
+    host: str
+
+    @abstractmethod
+    def ensure_image(self, env: Environment, profile: Profile, progress: ProgressFn) -> str | None:
+        """Build (or find) what the sandbox runs from; returns an image reference or None."""
+
+    @abstractmethod
+    def create(self, spec: SandboxSpec, image: str | None, progress: ProgressFn) -> Sandbox: ...
+
+    @abstractmethod
+    def attach(self, spec: SandboxSpec) -> Sandbox | None:
+        """Find the sandbox of an existing session again (by label), or None."""
+
+
+def supervisor_argv(python: str, supervisor: str, token: str, argv: Sequence[str], *, user: str | None,
+                    workdir: str | None, timeout: float | None, state_dir: str) -> list[str]:
+    cmd = [python, supervisor, "run", "--token", token, "--state-dir", state_dir]
+    if user:
+        cmd += ["--user", user]
+    if workdir:
+        cmd += ["--cwd", workdir]
+    if timeout:
+        cmd += ["--timeout", f"{timeout:.3f}"]
+    return [*cmd, "--", *argv]
+
+
+class StatusFilter:
+    """Collects a supervised command's output, strips the supervisor's status line, forwards the rest.
+
+    Output is kept up to ``keep`` bytes per stream (the tail: a scorer's result is its last line).
+    """
+
+    def __init__(self, forward: OutputFn | None, keep: int = 1 << 20) -> None:
+        self.forward = forward
+        self.keep = keep
+        self._held = bytearray()
+        self._out = {"stdout": bytearray(), "stderr": bytearray()}
+        self.truncated = {"stdout": 0, "stderr": 0}
+        self.status: dict[str, Any] | None = None
+
+    def _emit(self, stream: str, chunk: bytes) -> None:
+        if not chunk:
+            return
+        buf = self._out[stream]
+        buf += chunk
+        if len(buf) > self.keep:
+            drop = len(buf) - self.keep
+            self.truncated[stream] += drop
+            del buf[:drop]
+        if self.forward:
+            self.forward(stream, chunk)
+
+    def feed(self, stream: str, chunk: bytes) -> None:
+        if stream == "stdout":
+            self._emit(stream, chunk)
+            return
+        self._held += chunk
+        while True:
+            idx = self._held.find(b"\x1e")
+            if idx < 0:
+                self._emit("stderr", bytes(self._held))
+                self._held.clear()
+                return
+            tail = bytes(self._held[idx:])
+            n = min(len(tail), len(STATUS_MARKER))
+            if tail[:n] == STATUS_MARKER[:n]:
+                # Possibly the status line: forward what precedes it and hold the rest.
+                self._emit("stderr", bytes(self._held[:idx]))
+                del self._held[:idx]
+                return
+            self._emit("stderr", bytes(self._held[: idx + 1]))
+            del self._held[: idx + 1]
+
+    def finish(self) -> None:
+        rest = bytes(self._held)
+        self._held.clear()
+        idx = rest.rfind(STATUS_MARKER)
+        if idx >= 0:
+            line_end = rest.find(b"\n", idx)
+            payload = rest[idx + len(STATUS_MARKER): line_end if line_end >= 0 else None]
+            try:
+                self.status = json.loads(payload)
+            except ValueError:
+                self.status = None
+            rest = rest[:idx] + (rest[line_end + 1:] if line_end >= 0 else b"")
+        self._emit("stderr", rest)
+
+    def text(self, stream: str) -> str:
+        data = self._out[stream].decode("utf-8", errors="replace")
+        if self.truncated[stream]:
+            data = f"[{self.truncated[stream]} earlier bytes not kept]\n" + data
+        return data
+
+    def result(self, returncode: int, duration_s: float) -> ExecResult:
+        st = self.status or {}
+        return ExecResult(
+            exit_code=int(st.get("returncode", returncode)),
+            stdout=self.text("stdout"),
+            stderr=self.text("stderr"),
+            duration_s=float(st.get("duration_s", duration_s)),
+            timed_out=bool(st.get("timed_out", False)),
+            cancelled=bool(st.get("cancelled", False)),
+        )

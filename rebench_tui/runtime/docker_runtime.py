@@ -1,0 +1,270 @@
+"""The Docker runtime: one container per session, through the ``docker`` SDK.
+
+Works with the local socket or a remote engine (``ssh://user@host``, which the SDK reaches
+through paramiko). GPUs are requested with device requests; an engine without the NVIDIA
+runtime fails such a start, and the half-created container is removed before the error is
+raised.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..catalog import Environment, Profile
+from ..errors import RebenchError, RuntimeUnavailable
+from .base import (
+    LABEL_MANAGED,
+    LABEL_SESSION,
+    SUPERVISOR,
+    ExecResult,
+    OutputFn,
+    ProgressFn,
+    Runtime,
+    Sandbox,
+    SandboxSpec,
+    StatusFilter,
+    supervisor_argv,
+)
+from .images import RECIPE_LABEL, ImageBuilder, context_hash
+
+HOME = "/home/agent"
+PROTECTED = "/protected"
+SUPERVISOR_PATH = "/opt/rebench/supervise.py"
+STATE_DIR = "/run/rebench"
+NVIDIA_FIX = (
+    "install the NVIDIA Container Toolkit on the Docker host and run "
+    "`sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker`; "
+    "or start with `--profile smoke`, which needs no GPU"
+)
+
+
+def _tar_of(src: Path, arcname: str | None = None) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(str(src), arcname=arcname or src.name)
+    return buf.getvalue()
+
+
+class DockerSandbox(Sandbox):
+    kind = "docker"
+    isolated = True
+    home = HOME
+    protected = PROTECTED
+    python = "python3"
+
+    def __init__(self, runtime: "DockerRuntime", container: Any, spec: SandboxSpec) -> None:
+        self.runtime = runtime
+        self.container = container
+        self.spec = spec
+        self.host = runtime.host
+
+    @property
+    def api(self) -> Any:
+        return self.runtime.client.api
+
+    def exec(self, argv: Sequence[str], *, user: str = "agent", workdir: str | None = None, env: dict[str, str] | None = None,
+             timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None) -> ExecResult:
+        token = uuid.uuid4().hex
+        cmd = supervisor_argv(self.python, SUPERVISOR_PATH, token, argv, user=user, workdir=workdir or HOME,
+                              timeout=timeout, state_dir=STATE_DIR)
+        started = time.monotonic()
+        exec_id = self.api.exec_create(self.container.id, cmd, user="root", environment=env or {}, stdout=True, stderr=True)["Id"]
+        sink = StatusFilter(on_output)
+        done = threading.Event()
+        if cancel is not None:
+            def watch() -> None:
+                while not done.is_set():
+                    if cancel.wait(0.1):
+                        kill = self.api.exec_create(self.container.id, [self.python, SUPERVISOR_PATH, "cancel", "--token", token,
+                                                                        "--state-dir", STATE_DIR], user="root")
+                        self.api.exec_start(kill["Id"])
+                        return
+            threading.Thread(target=watch, daemon=True).start()
+        try:
+            for out, err in self.api.exec_start(exec_id, stream=True, demux=True):
+                if out:
+                    sink.feed("stdout", out)
+                if err:
+                    sink.feed("stderr", err)
+        finally:
+            done.set()
+        sink.finish()
+        info = self.api.exec_inspect(exec_id)
+        rc = info.get("ExitCode")
+        result = sink.result(rc if rc is not None else -1, time.monotonic() - started)
+        if sink.status is None:  # the supervisor itself died (container stopped, engine lost)
+            result.stderr += f"\n[rebench] the command's supervisor ended without a status (exit {rc}); the container may have stopped"
+            result.exit_code = rc if rc not in (None, 0) else -1
+        return result
+
+    def copy_in(self, src: Path, dest: str) -> None:
+        self.container.put_archive(dest, _tar_of(src))
+
+    def copy_out(self, src: str, dest: Path) -> None:
+        stream, _stat = self.container.get_archive(src)
+        buf = io.BytesIO(b"".join(stream))
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=buf) as tar:
+            tar.extractall(dest, filter="data")
+
+    def shell_command(self) -> tuple[list[str], dict[str, str] | None, str | None]:
+        host = [] if self.runtime.base_url is None else ["-H", self.runtime.base_url]
+        return ["docker", *host, "exec", "-it", "-u", "agent", "-w", HOME, self.container.id, "bash", "-l"], None, None
+
+    def is_running(self) -> bool:
+        try:
+            self.container.reload()
+        except Exception:  # noqa: BLE001 - engine gone counts as not running
+            return False
+        return self.container.status == "running"
+
+    def stop(self, *, remove: bool = False) -> None:
+        try:
+            self.container.stop(timeout=5)
+        finally:
+            if remove:
+                self.container.remove(force=True)
+
+    def describe(self) -> dict[str, Any]:
+        return {"runtime": "docker", "isolated": True, "host": self.host, "container": self.container.short_id,
+                "container_name": self.container.name, "image": self.spec.profile.base_image, "gpus": self.spec.profile.gpus}
+
+
+class DockerRuntime(Runtime):
+    kind = "docker"
+    isolated = True
+
+    def __init__(self, client: Any, base_url: str | None, images_dir: Path, cache_dir: Path) -> None:
+        self.client = client
+        self.base_url = base_url
+        self.host = base_url or "local"
+        self.images_dir = images_dir
+        self.cache_dir = cache_dir
+
+    @classmethod
+    def connect(cls, base_url: str | None, images_dir: Path, cache_dir: Path, timeout: int = 60) -> "DockerRuntime":
+        import docker
+
+        try:
+            if base_url:
+                client = docker.DockerClient(base_url=base_url, use_ssh_client=False, timeout=timeout)
+            else:
+                client = docker.from_env(timeout=timeout)
+            client.ping()
+        except Exception as exc:  # noqa: BLE001 - every way of failing to connect is reported the same
+            where = base_url or "the local socket (DOCKER_HOST or /var/run/docker.sock)"
+            raise RuntimeUnavailable(
+                f"no Docker engine answers at {where}: {exc}",
+                fix="start the engine (`sudo dockerd &` or `sudo systemctl start docker`), check DOCKER_HOST / --host, "
+                    "or use `--runtime local` (not isolated)",
+            ) from None
+        return cls(client, base_url, images_dir, cache_dir)
+
+    def builder(self, progress: ProgressFn) -> ImageBuilder:
+        return ImageBuilder(self.client, self.images_dir, self.cache_dir, progress)
+
+    def engine_cpus(self) -> int:
+        return int((self.client.info() or {}).get("NCPU") or 1)
+
+    def has_nvidia_runtime(self) -> bool:
+        return "nvidia" in ((self.client.info() or {}).get("Runtimes") or {})
+
+    def ensure_image(self, env: Environment, profile: Profile, progress: ProgressFn) -> str:
+        builder = self.builder(progress)
+        base = builder.ensure(profile.base_image)
+        base_id = self.client.images.get(base).id
+        h = context_hash(env.path, base_id, skip=("solution", "instructions.md", "environment.toml"))
+        tag = f"rebench-env/{env.id}:{profile.name}"
+        img = builder._image(tag)
+        if img is not None and (img.labels or {}).get(RECIPE_LABEL) == h:
+            progress(f"image {tag} is up to date")
+            return tag
+        builder.build(env.path, tag, base, {RECIPE_LABEL: h, "rebench.env": env.id}, label=env.id, source=env.path)
+        return tag
+
+    def create(self, spec: SandboxSpec, image: str | None, progress: ProgressFn) -> Sandbox:
+        import docker.errors
+        from docker.types import DeviceRequest
+
+        prof = spec.profile
+        environment = {**prof.env, **spec.extra_env, "REBENCH_HOME": HOME, "REBENCH_PROTECTED": PROTECTED,
+                       "REBENCH_PROFILE": prof.name, "REBENCH_ISOLATED": "1"}
+        kwargs: dict[str, Any] = dict(
+            image=image,
+            command=["sleep", "infinity"],
+            name=f"rebench-{spec.session_id}",
+            hostname=f"rebench-{spec.env.id.replace('_', '-')}",
+            labels=spec.labels,
+            init=True,
+            detach=True,
+            user="root",
+            working_dir=HOME,
+            environment=environment,
+            volumes={str(spec.workspace.resolve()): {"bind": HOME, "mode": "rw"}},
+            shm_size="1g",
+        )
+        if prof.cpus:
+            ncpu = self.engine_cpus()
+            cpus = min(prof.cpus, ncpu)
+            if cpus < prof.cpus:
+                progress(f"the profile asks for {prof.cpus:g} CPUs; this engine has {ncpu}: limiting to {cpus:g}")
+            kwargs["nano_cpus"] = int(cpus * 1e9)
+        if prof.memory:
+            kwargs["mem_limit"] = prof.memory
+        if prof.gpus:
+            kwargs["device_requests"] = [DeviceRequest(count=prof.gpus, capabilities=[["gpu"]])]
+        progress(f"creating container rebench-{spec.session_id} from {image}")
+        container = self.client.containers.create(**kwargs)
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            container.remove(force=True)
+            text = str(exc)
+            if prof.gpus and ("device driver" in text or "nvidia" in text.lower() or "gpu" in text.lower()):
+                raise RuntimeUnavailable(
+                    f"profile {prof.name!r} needs {prof.gpus} GPU(s), but the Docker engine at {self.host} cannot give "
+                    f"containers GPUs: {exc.explanation or text}",
+                    kept="nothing was started (the half-created container was removed); the session folder is kept",
+                    fix=NVIDIA_FIX,
+                ) from None
+            raise RebenchError(f"the container did not start: {exc.explanation or text}", kept="the session folder",
+                               fix="see `docker logs` on the engine; run `rebench-tui doctor`") from None
+        sandbox = DockerSandbox(self, container, spec)
+        self._install_supervisor(container)
+        rc, out = container.exec_run(["sh", "-c", f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR} && chown agent:agent {HOME} "
+                                      f"&& chown -R agent:agent {HOME}"], user="root")
+        if rc != 0:
+            raise RebenchError(f"preparing the container failed: {out.decode(errors='replace')}", kept="the container and the session folder")
+        return sandbox
+
+    def _install_supervisor(self, container: Any) -> None:
+        buf = io.BytesIO()
+        data = SUPERVISOR.read_bytes()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo("supervise.py")
+            info.size = len(data)
+            info.mode = 0o755
+            tar.addfile(info, io.BytesIO(data))
+        container.exec_run(["mkdir", "-p", "/opt/rebench"], user="root")
+        container.put_archive("/opt/rebench", buf.getvalue())
+
+    def find_containers(self, session_id: str | None = None) -> list[Any]:
+        label = f"{LABEL_SESSION}={session_id}" if session_id else f"{LABEL_MANAGED}=1"
+        return self.client.containers.list(all=True, filters={"label": label})
+
+    def attach(self, spec: SandboxSpec) -> Sandbox | None:
+        found = self.find_containers(spec.session_id)
+        if not found:
+            return None
+        container = found[0]
+        if container.status != "running":
+            container.start()
+            self._install_supervisor(container)
+            container.exec_run(["sh", "-c", f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}"], user="root")
+        return DockerSandbox(self, container, spec)

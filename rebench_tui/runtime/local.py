@@ -1,0 +1,139 @@
+"""The local runtime: no Docker, a plain folder and subprocesses on this machine.
+
+NOT ISOLATED. The participant's commands and the scorer run as the current user, the protected
+folder is readable by that user, and GPUs are whatever this machine has. It exists so the
+workstation runs where no container engine does (a laptop, a CI box); the screen and the audit
+log say so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..catalog import Environment, Profile
+from .base import SUPERVISOR, ExecResult, OutputFn, ProgressFn, Runtime, Sandbox, SandboxSpec, StatusFilter, supervisor_argv
+
+
+def _pump(stream, name: str, sink: StatusFilter, lock: threading.Lock) -> None:
+    for chunk in iter(lambda: stream.read1(65536), b""):
+        with lock:
+            sink.feed(name, chunk)
+
+
+class LocalSandbox(Sandbox):
+    kind = "local"
+    isolated = False
+    host = "localhost"
+
+    def __init__(self, spec: SandboxSpec) -> None:
+        self.spec = spec
+        self.home = str(spec.workspace)
+        self.protected = str(spec.state_dir / "protected")
+        self.python = sys.executable
+        self._run_dir = str(spec.state_dir / "run")
+        self._stopped = False
+
+    def _base_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.spec.profile.env)
+        env.update(self.spec.extra_env)
+        env.update({
+            "REBENCH_HOME": self.home,
+            "REBENCH_PROTECTED": self.protected,
+            "REBENCH_PROFILE": self.spec.profile.name,
+            "REBENCH_ISOLATED": "0",
+        })
+        return env
+
+    def exec(self, argv: Sequence[str], *, user: str = "agent", workdir: str | None = None, env: dict[str, str] | None = None,
+             timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None) -> ExecResult:
+        token = uuid.uuid4().hex
+        full_env = self._base_env()
+        full_env.update(env or {})
+        cmd = supervisor_argv(sys.executable, str(SUPERVISOR), token, argv, user=None, workdir=workdir or self.home,
+                              timeout=timeout, state_dir=self._run_dir)
+        sink = StatusFilter(on_output)
+        lock = threading.Lock()
+        started = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, stdin=subprocess.DEVNULL)
+        pumps = [threading.Thread(target=_pump, args=(proc.stdout, "stdout", sink, lock), daemon=True),
+                 threading.Thread(target=_pump, args=(proc.stderr, "stderr", sink, lock), daemon=True)]
+        for t in pumps:
+            t.start()
+        stop_watch = threading.Event()
+        if cancel is not None:
+            def watch() -> None:
+                while not stop_watch.is_set():
+                    if cancel.wait(0.1):
+                        subprocess.run([sys.executable, str(SUPERVISOR), "cancel", "--token", token, "--state-dir", self._run_dir],
+                                       check=False, capture_output=True)
+                        return
+            threading.Thread(target=watch, daemon=True).start()
+        rc = proc.wait()
+        stop_watch.set()
+        for t in pumps:
+            t.join()
+        sink.finish()
+        return sink.result(rc, time.monotonic() - started)
+
+    def copy_in(self, src: Path, dest: str) -> None:
+        target = Path(dest) / src.name
+        if src.is_dir():
+            shutil.copytree(src, target, dirs_exist_ok=True)
+        else:
+            Path(dest).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+
+    def copy_out(self, src: str, dest: Path) -> None:
+        s = Path(src)
+        dest.mkdir(parents=True, exist_ok=True)
+        if s.is_dir():
+            shutil.copytree(s, dest / s.name, dirs_exist_ok=True)
+        else:
+            shutil.copy2(s, dest / s.name)
+
+    def shell_command(self) -> tuple[list[str], dict[str, str] | None, str | None]:
+        shell = os.environ.get("SHELL") or shutil.which("bash") or "/bin/sh"
+        env = self._base_env()
+        env["PS1"] = "(rebench, not isolated) \\w $ "
+        return [shell], env, self.home
+
+    def is_running(self) -> bool:
+        return not self._stopped
+
+    def stop(self, *, remove: bool = False) -> None:
+        self._stopped = True
+
+    def describe(self) -> dict[str, Any]:
+        return {"runtime": "local", "isolated": False, "host": self.host, "gpus": self.spec.profile.gpus,
+                "note": "not isolated: commands and the scorer run as the current user on this machine"}
+
+
+class LocalRuntime(Runtime):
+    kind = "local"
+    isolated = False
+    host = "localhost"
+
+    def ensure_image(self, env: Environment, profile: Profile, progress: ProgressFn) -> str | None:
+        progress("local runtime: no image to build (not isolated)")
+        return None
+
+    def create(self, spec: SandboxSpec, image: str | None, progress: ProgressFn) -> Sandbox:
+        protected = spec.state_dir / "protected"
+        progress(f"copying the protected files to {protected} (readable by you: the local runtime is not isolated)")
+        shutil.copytree(spec.env.protected_dir, protected, dirs_exist_ok=True)
+        (spec.state_dir / "run").mkdir(parents=True, exist_ok=True)
+        return LocalSandbox(spec)
+
+    def attach(self, spec: SandboxSpec) -> Sandbox | None:
+        if not (spec.state_dir / "protected").is_dir():
+            return None
+        return LocalSandbox(spec)

@@ -1,0 +1,170 @@
+"""Pure scoring rules: parsing a scorer's output, normalization, aggregation.
+
+A scorer prints, as its last JSON line on stdout, ``{"score": x, "message": {...}, "details": {...}}``.
+``score`` may be a number, ``null`` or NaN. ``message`` is shown to the participant (unless the
+environment hides scores), ``details`` is kept from them. Everything else it prints is kept as a
+tail in ``details`` for the researcher.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Iterable, Sequence
+
+OUTPUT_TAIL_CHARS = 4000
+EXIT_KILLED = 137  # 128 + SIGKILL: the kernel's OOM killer (timeouts are reported separately)
+
+
+class Direction(StrEnum):
+    LOWER = "lower"
+    HIGHER = "higher"
+
+
+class Aggregation(StrEnum):
+    MIN = "min"
+    MAX = "max"
+    LAST = "last"
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    score: float
+    message: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return math.isfinite(self.score)
+
+
+def _tail(text: str, limit: int = OUTPUT_TAIL_CHARS) -> str:
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def _as_float(value: Any) -> float | None:
+    """A score value as a float: numbers, null, and the strings NaN/Infinity/-Infinity."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _find_result_line(stdout: str) -> tuple[dict[str, Any], str] | None:
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if not (line.startswith("{") and line.endswith("}")):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "score" in obj:
+            return obj, line
+    return None
+
+
+def _tails(stdout: str, stderr: str, exit_code: int, result_line: str | None = None) -> dict[str, Any]:
+    """What the scorer printed besides its result line, for the researcher (only what is non-empty)."""
+    if result_line is not None:
+        lines = stdout.splitlines()
+        for i in range(len(lines) - 1, -1, -1):
+            if lines[i].strip() == result_line:
+                del lines[i]
+                break
+        stdout = "\n".join(lines)
+    out: dict[str, Any] = {"exit_code": exit_code}
+    if stdout.strip():
+        out["stdout_tail"] = _tail(stdout)
+    if stderr.strip():
+        out["stderr_tail"] = _tail(stderr)
+    return out
+
+
+def parse_scorer_output(stdout: str, stderr: str, exit_code: int, *, timed_out: bool = False) -> ScoreResult:
+    """Turn one scorer run into a result, mapping every failure to NaN with a reason."""
+    tails = _tails(stdout, stderr, exit_code)
+    if timed_out:
+        return ScoreResult(math.nan, {"timeout": True}, tails)
+    if exit_code == EXIT_KILLED:
+        return ScoreResult(math.nan, {"out_of_memory": True}, tails)
+    found = _find_result_line(stdout)
+    if found is None:
+        reason = "the scorer printed no result line" if exit_code == 0 else f"the scorer exited with status {exit_code}"
+        return ScoreResult(math.nan, {"error": reason}, tails)
+    obj, line = found
+    tails = _tails(stdout, stderr, exit_code, line)
+    message = obj.get("message", {})
+    details = obj.get("details", {})
+    message = message if isinstance(message, dict) else {"value": message}
+    details = details if isinstance(details, dict) else {"value": details}
+    details = {**details, **tails}
+    score = _as_float(obj.get("score"))
+    if score is None:
+        return ScoreResult(math.nan, {**message, "error": f"the scorer's score is not a number: {obj.get('score')!r}"}, details)
+    if exit_code != 0 and math.isfinite(score):
+        return ScoreResult(math.nan, {**message, "error": f"the scorer exited with status {exit_code}"}, {**details, "reported_score": score})
+    return ScoreResult(score, message, details)
+
+
+def normalize(score: float, start: float, reference: float) -> float:
+    """``(y - start) / (reference - start)``: 0 at the starting solution, 1 at the reference.
+
+    Worse than the start clips to 0; above 1 is kept. The same formula serves lower-is-better
+    scores because the denominator carries the sign.
+    """
+    if not math.isfinite(score):
+        return math.nan
+    if reference == start:
+        raise ValueError("start and reference scores are equal; normalization is undefined")
+    return max(0.0, (score - start) / (reference - start))
+
+
+def is_better(a: float, b: float, direction: Direction) -> bool:
+    return a < b if direction is Direction.LOWER else a > b
+
+
+def final_index(scores: Sequence[float], aggregation: Aggregation) -> int | None:
+    """Index of the score that counts: best valid by min/max, or the last valid one."""
+    valid = [(i, s) for i, s in enumerate(scores) if math.isfinite(s)]
+    if not valid:
+        return None
+    if aggregation is Aggregation.LAST:
+        return valid[-1][0]
+    pick = min if aggregation is Aggregation.MIN else max
+    return pick(valid, key=lambda pair: pair[1])[0]
+
+
+def running_final(scores: Iterable[float], aggregation: Aggregation) -> list[float]:
+    """The counting score after each scoring (NaN until the first valid one)."""
+    out: list[float] = []
+    current = math.nan
+    for s in scores:
+        if math.isfinite(s):
+            if aggregation is Aggregation.LAST or not math.isfinite(current):
+                current = s
+            elif aggregation is Aggregation.MIN:
+                current = min(current, s)
+            else:
+                current = max(current, s)
+        out.append(current)
+    return out
+
+
+def json_score(score: float) -> float | str:
+    """A score as Vivaria's trace schema accepts it: finite numbers, or the strings NaN/Infinity/-Infinity."""
+    if math.isnan(score):
+        return "NaN"
+    if math.isinf(score):
+        return "Infinity" if score > 0 else "-Infinity"
+    return score

@@ -1,0 +1,69 @@
+"""One app per session: a lock file naming the process and host that hold it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from ..errors import SessionError
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class SessionLock:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.held = False
+
+    def holder(self) -> dict | None:
+        try:
+            return json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def acquire(self) -> str | None:
+        """Take the lock; returns a note if a stale lock was taken over. Raises if a live app holds it."""
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        note = None
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                other = self.holder() or {}
+                same_host = other.get("host") == me["host"]
+                if same_host and isinstance(other.get("pid"), int) and _alive(other["pid"]) and other["pid"] != me["pid"]:
+                    raise SessionError(
+                        f"this session is open in another app: PID {other['pid']} on {other['host']}",
+                        kept="the session is untouched",
+                        fix=f"close that app (or `kill {other['pid']}` if it hangs), then resume again",
+                    ) from None
+                if not same_host and other:
+                    raise SessionError(
+                        f"this session is held by PID {other.get('pid')} on host {other.get('host')}",
+                        kept="the session is untouched",
+                        fix=f"close the app on {other.get('host')}; if that host is gone, delete {self.path} and resume again",
+                    ) from None
+                note = f"took over a stale lock left by PID {other.get('pid')} on {other.get('host')}"
+                self.path.unlink(missing_ok=True)
+                continue
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(me, fh)
+            self.held = True
+            return note
+        raise SessionError(f"could not take the session lock {self.path}", fix="try again")
+
+    def release(self) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+            self.held = False

@@ -1,0 +1,110 @@
+"""What a session folder holds besides the audit log: ``session.json`` and in-memory score records."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..clock import ClockState
+
+SCHEMA_VERSION = 1
+
+
+class Pause(BaseModel):
+    """Vivaria-shaped pause row (``run_pauses_t``): a human's own pause uses reason ``pauseHook``."""
+
+    start: int
+    end: int | None = None
+    reason: str = "pauseHook"
+
+
+class ClockModel(BaseModel):
+    limit_s: float
+    banked_s: float = 0.0
+    running_since_wall: float | None = None
+
+    def to_state(self) -> ClockState:
+        return ClockState(self.limit_s, self.banked_s, self.running_since_wall)
+
+    @classmethod
+    def from_state(cls, st: ClockState) -> "ClockModel":
+        return cls(limit_s=st.limit_s, banked_s=st.banked_s, running_since_wall=st.running_since_wall)
+
+
+class SessionMeta(BaseModel):
+    """The run's metadata, Vivaria-run-like, rewritten atomically on every change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    id: str
+    run_id: int
+    env_id: str
+    task_id: str
+    task_version: str
+    title: str
+    profile: str
+    runtime: str
+    host: str
+    isolated: bool
+    image: str | None = None
+    container: str | None = None
+    created_at: int
+    started_at: int
+    completed_at: int | None = None
+    status: Literal["active", "finished"] = "active"
+    finish_reason: str | None = None
+    clock: ClockModel
+    pauses: list[Pause] = Field(default_factory=list)
+    warnings_given: list[int] = Field(default_factory=list)
+    direction: str
+    aggregation: str
+    visibility: str
+    start_score: float
+    reference_score: float
+    score_timeout_s: float
+    submission: str | None = None
+    final_score: float | None = None
+    final_attempt: int | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def time_limit_s(self) -> float:
+        return self.clock.limit_s
+
+    def save(self, path: Path) -> None:
+        data = self.model_dump(mode="json")
+        fd, tmp = tempfile.mkstemp(prefix=".session.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path) -> "SessionMeta":
+        return cls.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class ScoreRecord:
+    attempt: int
+    called_at_ms: int
+    working_s: float
+    score: float
+    normalized: float
+    message: dict[str, Any]
+    details: dict[str, Any] = field(repr=False, default_factory=dict)
+    duration_s: float = 0.0
+
+    @property
+    def valid(self) -> bool:
+        return math.isfinite(self.score)

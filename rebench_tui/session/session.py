@@ -1,0 +1,428 @@
+"""A session: one participant's attempt at one environment, and everything it records.
+
+The session owns the working clock, the sandbox handle, the audit log, the score log and the
+file watcher. Every record is durable (fsynced) before a listener hears of it, so nothing the
+screen shows as done can be lost. Blocking calls (``score``) are meant for worker threads; the
+session never touches a screen. Listeners are called from whatever thread produced the event.
+"""
+
+from __future__ import annotations
+
+import getpass
+import math
+import platform
+import secrets
+import shutil
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import __version__
+from ..catalog import Environment
+from ..clock import Clock, SystemClock, WorkingClock, crossed_warnings, format_hms
+from ..errors import RebenchError, SessionError
+from ..runtime import Runtime, Sandbox, SandboxSpec
+from ..scoring import Aggregation, Direction, final_index, json_score, normalize, parse_scorer_output
+from ..store import Store
+from ..trajectory import score_log
+from ..trajectory.audit import AuditLog, read_entries
+from ..trajectory.entries import INT32_MAX, log
+from .files import FileChange, FileWatcher, human_size
+from .lock import SessionLock
+from .records import ClockModel, Pause, ScoreRecord, SessionMeta
+
+META = "session.json"
+AUDIT = "audit.jsonl"
+SCORE_LOG = "score_log.csv"
+WORKSPACE = "workspace"
+STATE = ".state"
+FILES_STATE = "files.json"
+LOCK = "lock"
+
+
+@dataclass(frozen=True)
+class SessionEvent:
+    """What listeners hear: ``kind`` is files, score, warning, paused, resumed, note, finished or error."""
+
+    kind: str
+    data: Any = None
+
+
+Listener = Callable[[SessionEvent], None]
+
+
+class ScoringBusy(SessionError):
+    pass
+
+
+def new_session_id(env_id: str, wall: float) -> str:
+    return f"{env_id}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime(wall))}-{secrets.token_hex(2)}"
+
+
+class Session:
+    def __init__(self, folder: Path, meta: SessionMeta, env: Environment, sandbox: Sandbox, clock: Clock,
+                 store: Store | None = None) -> None:
+        self.folder = folder
+        self.meta = meta
+        self.env = env
+        self.sandbox = sandbox
+        self.clock = clock
+        self.store = store
+        self.profile = env.profile(meta.profile)
+        self.direction = Direction(meta.direction)
+        self.aggregation = Aggregation(meta.aggregation)
+        self.wclock = WorkingClock(meta.clock.to_state(), clock)
+        self.audit = AuditLog(folder / AUDIT, meta.run_id, clock, usage=self.wclock.used)
+        self.history: list[ScoreRecord] = self._load_history()
+        self.listeners: list[Listener] = []
+        self.watcher: FileWatcher | None = None
+        self.lock = SessionLock(folder / LOCK)
+        self._score_lock = threading.Lock()
+        self._meta_lock = threading.RLock()
+
+    # -- paths ----------------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self.meta.id
+
+    @property
+    def workspace(self) -> Path:
+        return self.folder / WORKSPACE
+
+    @property
+    def finished(self) -> bool:
+        return self.meta.status == "finished"
+
+    @property
+    def hidden(self) -> bool:
+        return self.meta.visibility == "hidden"
+
+    # -- creation -------------------------------------------------------------------------
+    @classmethod
+    def create(cls, env: Environment, profile_name: str, runtime: Runtime, sessions_dir: Path, *,
+               time_limit_s: float | None = None, clock: Clock | None = None, store: Store | None = None,
+               progress: Callable[[str], None] = lambda _m: None, extra_env: dict[str, str] | None = None) -> "Session":
+        clock = clock or SystemClock()
+        profile = env.profile(profile_name)
+        image = runtime.ensure_image(env, profile, progress)
+        now = clock.time()
+        sid = new_session_id(env.id, now)
+        folder = sessions_dir / sid
+        workspace = folder / WORKSPACE
+        state = folder / STATE
+        workspace.mkdir(parents=True)
+        state.mkdir()
+        shutil.copytree(env.solution_dir, workspace / "solution")
+        (workspace / "instructions.txt").write_text(env.instructions, encoding="utf-8")
+        spec = SandboxSpec(session_id=sid, env=env, profile=profile, workspace=workspace, state_dir=state,
+                           extra_env=dict(extra_env or {}))
+        try:
+            sandbox = runtime.create(spec, image, progress)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)  # nothing was recorded yet; leave no half session
+            raise
+        m = env.manifest
+        desc = sandbox.describe()
+        meta = SessionMeta(
+            id=sid, run_id=secrets.randbelow(INT32_MAX) + 1, env_id=env.id, task_id=m.task_id, task_version=m.version,
+            title=m.title, profile=profile.name, runtime=runtime.kind, host=runtime.host, isolated=sandbox.isolated,
+            image=image, container=desc.get("container"), created_at=int(now * 1000), started_at=int(now * 1000),
+            clock=ClockModel(limit_s=time_limit_s or m.time.limit), direction=m.score.direction.value,
+            aggregation=m.score.aggregation.value, visibility=m.score.visibility, start_score=profile.start_score,
+            reference_score=profile.reference_score, score_timeout_s=profile.score_timeout,
+            metadata={"rebench_tui": __version__, "python": platform.python_version(), "hostname": socket.gethostname(),
+                      "user": getpass.getuser(), "isInteractive": True, "environment_path": str(env.path),
+                      "sandbox": desc},
+        )
+        meta.save(folder / META)
+        score_log.ensure(folder / SCORE_LOG)
+        session = cls(folder, meta, env, sandbox, clock, store)
+        session.lock.acquire()
+        session.wclock.resume()
+        session._save()
+        session.audit.append(log(
+            f"session started: {m.title} ({m.task_id} {m.version}), profile {profile.name}, "
+            f"time limit {format_hms(meta.clock.limit_s)}, runtime {runtime.kind} on {runtime.host}"
+            + ("" if sandbox.isolated else " — NOT ISOLATED: commands and the scorer run as you on this machine"),
+            {"event": "session_started", "session_id": sid, "env": env.id, "profile": profile.name,
+             "sandbox": desc, "time_limit_s": meta.clock.limit_s, "score": m.score.model_dump(mode="json")},
+            title="session",
+        ))
+        session._index()
+        return session
+
+    @classmethod
+    def open(cls, folder: Path, env: Environment, runtime: Runtime, *, clock: Clock | None = None,
+             store: Store | None = None) -> "Session":
+        clock = clock or SystemClock()
+        meta_path = folder / META
+        if not meta_path.is_file():
+            raise SessionError(f"no session at {folder} (missing {META})", fix="`rebench-tui sessions` lists the sessions")
+        meta = SessionMeta.load(meta_path)
+        spec = SandboxSpec(session_id=meta.id, env=env, profile=env.profile(meta.profile), workspace=folder / WORKSPACE,
+                           state_dir=folder / STATE)
+        lock = SessionLock(folder / LOCK)
+        lock_note = lock.acquire()
+        try:
+            sandbox = runtime.attach(spec)
+            if sandbox is None:
+                raise SessionError(
+                    f"the sandbox of session {meta.id} is gone (no container labelled with it on {runtime.host})",
+                    kept=f"every record and the workspace files in {folder}",
+                    fix="export or inspect the records; start a new session to keep working",
+                )
+            last_wall = None
+            rows = read_entries(folder / AUDIT)
+            if rows:
+                last_wall = rows[-1]["calledAt"] / 1000
+            session = cls(folder, meta, env, sandbox, clock, store)
+        except BaseException:
+            lock.release()
+            raise
+        session.lock = lock
+        gap = None if last_wall is None else clock.time() - last_wall
+        session.audit.append(log(
+            f"session resumed on {socket.gethostname()}; working time {format_hms(session.wclock.used())}, clock "
+            f"{'running' if session.wclock.running else 'paused'}"
+            + (f"; {format_hms(gap)} since the last record" if gap is not None else ""),
+            {"event": "session_resumed", "gap_s": gap, "clock_running": session.wclock.running, "lock": lock_note},
+            title="session",
+        ))
+        session._save()
+        session._index()
+        return session
+
+    # -- persistence ----------------------------------------------------------------------
+    def _save(self) -> None:
+        with self._meta_lock:
+            self.meta.clock = ClockModel.from_state(self.wclock.state())
+            self.meta.save(self.folder / META)
+
+    def _index(self) -> None:
+        if self.store is None:
+            return
+        best = self.final()
+        self.store.upsert_session({
+            "id": self.id, "env_id": self.meta.env_id, "task_id": self.meta.task_id, "profile": self.meta.profile,
+            "runtime": self.meta.runtime, "host": self.meta.host, "status": self.meta.status,
+            "created_at": self.meta.created_at, "completed_at": self.meta.completed_at,
+            "time_limit_s": self.meta.clock.limit_s, "working_s": self.wclock.used(), "n_scores": len(self.history),
+            "final_score": best.score if best else None, "final_normalized": best.normalized if best else None,
+            "path": str(self.folder), "meta": self.meta.model_dump_json(),
+        })
+
+    def _load_history(self) -> list[ScoreRecord]:
+        out: list[ScoreRecord] = []
+        for row in read_entries(self.folder / AUDIT):
+            c = row.get("content", {})
+            if c.get("type") != "intermediateScore":
+                continue
+            score = c["score"]
+            value = math.nan if score is None else float(score)
+            working = row.get("workingMs", (row.get("usageTotalSeconds") or 0) * 1000) / 1000
+            out.append(ScoreRecord(len(out) + 1, row["calledAt"], working, value, self._normalize(value),
+                                   c.get("message", {}), c.get("details", {})))
+        return out
+
+    def _normalize(self, score: float) -> float:
+        return normalize(score, self.meta.start_score, self.meta.reference_score)
+
+    # -- listeners ------------------------------------------------------------------------
+    def subscribe(self, listener: Listener) -> None:
+        self.listeners.append(listener)
+
+    def _emit(self, kind: str, data: Any = None) -> None:
+        for fn in list(self.listeners):
+            fn(SessionEvent(kind, data))
+
+    # -- files ----------------------------------------------------------------------------
+    def start_watching(self, interval: float = 0.2) -> FileWatcher:
+        if self.watcher is None:
+            self.watcher = FileWatcher(self.workspace, self._record_files, self.folder / STATE / FILES_STATE, interval=interval)
+            self.watcher.start()
+        return self.watcher
+
+    def _record_files(self, changes: list[FileChange], raw_events: int) -> None:
+        self.audit.append_many([log(ch.summary(), ch.record(), title="file") for ch in changes])
+        self._emit("files", (changes, raw_events))
+
+    # -- clock ----------------------------------------------------------------------------
+    def pause(self, reason: str = "") -> bool:
+        with self._meta_lock:
+            if self.finished or not self.wclock.pause():
+                return False
+            now = int(self.clock.time() * 1000)
+            self.meta.pauses.append(Pause(start=now, reason="pauseHook"))
+            self._save()
+        self.audit.append(log(f"clock paused at {format_hms(self.wclock.used())} working time" + (f": {reason}" if reason else ""),
+                              {"event": "pause", "reason": reason}, title="clock"))
+        self._emit("paused")
+        return True
+
+    def resume(self) -> bool:
+        with self._meta_lock:
+            if self.finished or not self.wclock.resume():
+                return False
+            now = int(self.clock.time() * 1000)
+            if self.meta.pauses and self.meta.pauses[-1].end is None:
+                self.meta.pauses[-1].end = now
+            self._save()
+        self.audit.append(log(f"clock resumed at {format_hms(self.wclock.used())} working time", {"event": "resume"}, title="clock"))
+        self._emit("resumed")
+        return True
+
+    def tick(self) -> list[int]:
+        """Record time warnings now due; returns the thresholds (remaining seconds) newly crossed."""
+        if self.finished:
+            return []
+        remaining = self.wclock.remaining()
+        due = [t for t in crossed_warnings(self.meta.clock.limit_s + 1, remaining)
+               if t not in self.meta.warnings_given and t < self.meta.clock.limit_s]
+        if due:
+            with self._meta_lock:
+                self.meta.warnings_given.extend(due)
+                self._save()
+            # After a long gap (a resume) several may be due at once: record all, announce the most urgent.
+            t = min(due)
+            self.audit.append(log(f"{format_hms(t)} of working time left", {"event": "time_warning", "remaining_s": t,
+                                                                           "also_passed": sorted(set(due) - {t})}, title="clock"))
+            self._emit("warning", t)
+        return due
+
+    @property
+    def time_is_up(self) -> bool:
+        return self.wclock.expired and not self.finished
+
+    # -- scoring --------------------------------------------------------------------------
+    @property
+    def scoring(self) -> bool:
+        return self._score_lock.locked()
+
+    def score(self, *, cancel: threading.Event | None = None, on_output: Callable[[str, bytes], None] | None = None,
+              final: bool = False) -> ScoreRecord | None:
+        """Run the protected scorer once; returns the record, or None if cancelled. Blocking."""
+        if not self._score_lock.acquire(blocking=False):
+            raise ScoringBusy("a scoring is already running", fix="wait for it to finish, or cancel it")
+        try:
+            if self.finished and not final:
+                raise SessionError("this session is finished; scoring is closed", kept="all records")
+            if self.watcher is not None:
+                self.watcher.flush(timeout=2.0)  # file changes made before the key press are recorded before it
+            reservation = self.audit.reserve()
+            argv = [self.sandbox.python, f"{self.sandbox.protected}/{self.env.manifest.score.scorer}"]
+            try:
+                result = self.sandbox.exec(argv, user=self.env.manifest.score.user, timeout=self.profile.score_timeout,
+                                           cancel=cancel, on_output=on_output, workdir=self.sandbox.home)
+            except Exception as exc:  # noqa: BLE001 - recorded, then raised as a readable error
+                self.audit.fill(reservation, {"type": "error", "from": "server", "detail": f"scoring could not run: {exc}",
+                                              "trace": None, "extra": None})
+                self._emit("error", str(exc))
+                raise RebenchError(f"scoring could not run: {exc}", kept="every earlier record",
+                                   fix="check the container (`rebench-tui doctor`), then score again") from exc
+            if result.cancelled:
+                self.audit.fill(reservation, log("scoring cancelled by the participant", {"event": "score_cancelled",
+                                                                                          "duration_s": result.duration_s}, title="score"))
+                return None
+            parsed = parse_scorer_output(result.stdout, result.stderr, result.exit_code, timed_out=result.timed_out)
+            details = {**parsed.details, "duration_s": round(result.duration_s, 3), "final": final}
+            if result.timed_out:
+                details["timeout_s"] = self.profile.score_timeout
+            row = self.audit.fill(reservation, {"type": "intermediateScore", "score": json_score(parsed.score),
+                                                "message": parsed.message, "details": details})
+            score_log.append(self.folder / SCORE_LOG, row["calledAt"] / 1000, parsed.score, parsed.message, details)
+            record = ScoreRecord(len(self.history) + 1, row["calledAt"], (reservation[1] or 0.0), parsed.score,
+                                 self._normalize(parsed.score), parsed.message, details, result.duration_s)
+            self.history.append(record)
+            if self.store is not None:
+                self.store.add_score(self.id, record.attempt, record.called_at_ms, record.working_s, record.score,
+                                     record.normalized, record.message)
+                self._index()
+            self._emit("score", record)
+            return record
+        finally:
+            self._score_lock.release()
+
+    def final(self) -> ScoreRecord | None:
+        """The score that counts now, by the environment's rule (best valid, or last valid)."""
+        idx = final_index([r.score for r in self.history], self.aggregation)
+        return None if idx is None else self.history[idx]
+
+    # -- notes, submission, end ----------------------------------------------------------
+    def note(self, text: str) -> None:
+        text = text.strip()
+        if not text:
+            return
+        self.audit.append(log(text, {"event": "note", "note": text}, title="note"))
+        self._emit("note", text)
+
+    def submit(self, value: str = "") -> ScoreRecord | None:
+        """Final submission: one last scoring, the submission row, then the session is finished."""
+        if self.finished:
+            raise SessionError("this session is already finished", kept="all records")
+        record = self.score(final=True)
+        self.audit.append({"type": "submission", "value": value})
+        self.finish("submitted")
+        return record
+
+    def finish(self, reason: str) -> None:
+        if self.finished:
+            return
+        with self._meta_lock:
+            self.wclock.pause()
+            if self.meta.pauses and self.meta.pauses[-1].end is None:
+                self.meta.pauses[-1].end = int(self.clock.time() * 1000)
+            best = self.final()
+            self.meta.status = "finished"
+            self.meta.finish_reason = reason
+            self.meta.completed_at = int(self.clock.time() * 1000)
+            self.meta.final_score = None if best is None else best.score
+            self.meta.final_attempt = None if best is None else best.attempt
+            self._save()
+        self.audit.append(log(
+            f"session finished ({reason}); final score "
+            + (f"{best.score:.4g} (attempt {best.attempt}, rule {self.aggregation.value})" if best else "none (no valid scoring)"),
+            {"event": "session_finished", "reason": reason, "final_score": json_score(best.score) if best else None,
+             "final_attempt": best.attempt if best else None, "working_s": self.wclock.used()},
+            title="session",
+        ))
+        self._index()
+        self._emit("finished", reason)
+
+    def finish_at_time_limit(self) -> ScoreRecord | None:
+        """At zero: take the final score on the work as it stands, then finish."""
+        record = None
+        if self.sandbox.is_running():
+            while self.scoring:  # a scoring already under way counts; wait for it
+                time.sleep(0.1)
+            record = self.score(final=True)
+        self.finish("time_limit")
+        return record
+
+    def close(self, *, pause_clock: bool | None = True) -> None:
+        """Leave the app. The container keeps running. The clock pauses (True), keeps running
+        (False, recorded as the participant's choice), or is left as it is (None: a headless command)."""
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None
+        if not self.finished and pause_clock is not None:
+            if pause_clock:
+                self.pause("app closed")
+            else:
+                self.audit.append(log("app closed; the clock keeps running (the participant chose so)",
+                                      {"event": "app_closed", "clock_running": True}, title="session"))
+        self._save()
+        self._index()
+        self.lock.release()
+
+    def status_line(self) -> str:
+        d = self.sandbox.describe()
+        iso = "isolated" if self.sandbox.isolated else "NOT ISOLATED"
+        return f"{self.env.id} · {self.meta.profile} · {d.get('runtime')} ({iso}) · host {d.get('host')} · GPUs {d.get('gpus', 0)}"
+
+
+def describe_change(ch: FileChange) -> str:
+    size = "" if ch.size is None else human_size(ch.size)
+    return f"{ch.event:8} {ch.path}{' -> ' + ch.dest if ch.dest else ''} {size}".rstrip()

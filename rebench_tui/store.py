@@ -1,0 +1,90 @@
+"""The session index: a SQLite database (sqlite-utils) under the sessions folder.
+
+It is an index for listing, searching and resuming, never the record: every session folder's
+``session.json``, ``audit.jsonl`` and ``score_log.csv`` are. :meth:`Store.rebuild` recreates the
+index from the folders.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable
+
+import sqlite_utils
+
+INDEX_NAME = "index.db"
+
+
+class Store:
+    def __init__(self, sessions_dir: Path) -> None:
+        sessions_dir.mkdir(parents=True, exist_ok=True)
+        self.path = sessions_dir / INDEX_NAME
+        self.db = sqlite_utils.Database(self.path)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self._ensure()
+
+    def _ensure(self) -> None:
+        if "sessions" not in self.db.table_names():
+            self.db["sessions"].create({
+                "id": str, "env_id": str, "task_id": str, "profile": str, "runtime": str, "host": str,
+                "status": str, "created_at": int, "completed_at": int, "time_limit_s": float,
+                "working_s": float, "n_scores": int, "final_score": float, "final_normalized": float,
+                "path": str, "meta": str,
+            }, pk="id")
+            self.db["sessions"].create_index(["env_id"])
+            self.db["sessions"].create_index(["status"])
+        if "scores" not in self.db.table_names():
+            self.db["scores"].create({
+                "session_id": str, "attempt": int, "called_at": int, "working_s": float, "score": float,
+                "normalized": float, "valid": int, "message": str,
+            }, pk=("session_id", "attempt"), foreign_keys=[("session_id", "sessions", "id")])
+
+    def upsert_session(self, row: dict[str, Any]) -> None:
+        row = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+        self.db["sessions"].upsert(row, pk="id", alter=True)
+
+    def add_score(self, session_id: str, attempt: int, called_at: int, working_s: float, score: float,
+                  normalized: float, message: dict[str, Any]) -> None:
+        self.db["scores"].upsert({
+            "session_id": session_id, "attempt": attempt, "called_at": called_at, "working_s": working_s,
+            "score": None if not math.isfinite(score) else score,
+            "normalized": None if not math.isfinite(normalized) else normalized,
+            "valid": int(math.isfinite(score)), "message": json.dumps(message, default=str),
+        }, pk=("session_id", "attempt"))
+
+    def sessions(self, *, env_id: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        where, args = [], []
+        if env_id:
+            where.append("env_id = ?")
+            args.append(env_id)
+        if status:
+            where.append("status = ?")
+            args.append(status)
+        return list(self.db["sessions"].rows_where(" and ".join(where) or None, args, order_by="created_at desc"))
+
+    def scores(self, session_id: str) -> list[dict[str, Any]]:
+        return list(self.db["scores"].rows_where("session_id = ?", [session_id], order_by="attempt"))
+
+    def get(self, session_id: str) -> dict[str, Any] | None:
+        try:
+            return self.db["sessions"].get(session_id)
+        except sqlite_utils.db.NotFoundError:
+            return None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def rebuild(self, rows: Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]) -> int:
+        """Replace the index with the given (session row, score rows) pairs."""
+        n = 0
+        with self.db.conn:
+            self.db["scores"].delete_where()
+            self.db["sessions"].delete_where()
+        for session_row, score_rows in rows:
+            self.upsert_session(session_row)
+            for s in score_rows:
+                self.add_score(**s)
+            n += 1
+        return n

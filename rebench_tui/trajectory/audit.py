@@ -1,0 +1,159 @@
+"""The append-only audit log: one Vivaria trace entry per line, fsynced before it counts.
+
+Ordering: ``calledAt`` is strictly increasing in file order. A long operation (a scoring) may
+reserve its start time with :meth:`AuditLog.reserve`; rows appended while a reservation is open
+get later times and go to a fsynced side journal (``<log>.pending``), and are moved into the
+log, in order, right after the reserved row is written. A crash in between loses nothing: the
+journal is merged when the log is opened again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+from ..clock import Clock
+from .entries import MAX_INDEX, TraceEntry, content_dict
+
+UsageFn = Callable[[], float | None]
+
+
+def _fsync_append(path: Path, lines: list[str]) -> None:
+    if not lines:
+        return
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("".join(lines))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_entries(path: Path) -> list[dict[str, Any]]:
+    """Every row of an audit log as plain dicts (no validation)."""
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+class AuditLog:
+    def __init__(self, path: Path, run_id: int, clock: Clock, usage: UsageFn | None = None) -> None:
+        self.path = path
+        self.pending_path = path.with_name(path.name + ".pending")
+        self.run_id = run_id
+        self._clock = clock
+        self._usage = usage or (lambda: None)
+        self._lock = threading.RLock()
+        self._open: set[int] = set()
+        self._last_called = 0
+        self.count = 0
+        for row in read_entries(path):
+            self._last_called = max(self._last_called, int(row["calledAt"]))
+            self.count += 1
+        self._merge_pending()
+
+    # -- time ---------------------------------------------------------------------------
+    def _next_called_at(self, at_ms: int | None = None) -> int:
+        now = int(self._clock.time() * 1000) if at_ms is None else at_ms
+        self._last_called = max(now, self._last_called + 1)
+        return self._last_called
+
+    def _row(self, content: BaseModel | dict[str, Any], called_at: int, usage: float | None) -> str:
+        entry = {
+            "runId": self.run_id,
+            "index": secrets.randbelow(MAX_INDEX) + 1,
+            "agentBranchNumber": 0,
+            "calledAt": called_at,
+            "modifiedAt": max(called_at, int(self._clock.time() * 1000)),
+            "usageTotalSeconds": None if usage is None else int(usage),
+            "content": content_dict(content),
+        }
+        if usage is not None:
+            entry["workingMs"] = int(round(usage * 1000))  # pause-excluded working time, to the ms
+        return json.dumps(entry, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+
+    # -- writing ------------------------------------------------------------------------
+    def append(self, content: BaseModel | dict[str, Any]) -> dict[str, Any]:
+        """Write one row durably; returns it. Goes to the side journal while a reservation is open."""
+        with self._lock:
+            line = self._row(content, self._next_called_at(), self._usage())
+            _fsync_append(self.pending_path if self._open else self.path, [line])
+            if not self._open:
+                self.count += 1
+            return json.loads(line)
+
+    def append_many(self, contents: list[BaseModel | dict[str, Any]]) -> int:
+        """Write several rows with one fsync (a burst of file events)."""
+        with self._lock:
+            usage = self._usage()
+            lines = [self._row(c, self._next_called_at(), usage) for c in contents]
+            _fsync_append(self.pending_path if self._open else self.path, lines)
+            if not self._open:
+                self.count += len(lines)
+            return len(lines)
+
+    def reserve(self) -> tuple[int, float | None]:
+        """Reserve a ``calledAt`` for a row written later; returns (calledAt, working seconds then)."""
+        with self._lock:
+            called = self._next_called_at()
+            self._open.add(called)
+            return called, self._usage()
+
+    def fill(self, reservation: tuple[int, float | None], content: BaseModel | dict[str, Any]) -> dict[str, Any]:
+        """Write the reserved row, then move any rows that waited behind it into the log."""
+        called, usage = reservation
+        with self._lock:
+            if called not in self._open:
+                raise ValueError(f"no open reservation at {called}")
+            line = self._row(content, called, usage)
+            self._open.discard(called)
+            if not self._open and not self.pending_path.exists():
+                _fsync_append(self.path, [line])
+                self.count += 1
+            else:  # rows wait in the journal; merged in calledAt order once nothing is reserved
+                _fsync_append(self.pending_path, [line])
+                if not self._open:
+                    self._merge_pending()
+            return json.loads(line)
+
+    def _merge_pending(self) -> None:
+        if not self.pending_path.exists():
+            return
+        with open(self.pending_path, encoding="utf-8") as fh:
+            rows = [line if line.endswith("\n") else line + "\n" for line in fh if line.strip()]
+        # Rows in the journal were given times after every row already in the log, but reserved
+        # rows filled out of turn can interleave: sort by calledAt before appending.
+        rows.sort(key=lambda line: json.loads(line)["calledAt"])
+        _fsync_append(self.path, rows)
+        self.count += len(rows)
+        for line in rows:
+            self._last_called = max(self._last_called, json.loads(line)["calledAt"])
+        os.unlink(self.pending_path)
+
+
+def validate_file(path: Path) -> list[tuple[int, str]]:
+    """Check every line against the trace-entry contract; returns (line number, problem) pairs."""
+    problems: list[tuple[int, str]] = []
+    last = -1
+    run_id = None
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            try:
+                row = json.loads(line)
+                entry = TraceEntry.model_validate(row)
+            except Exception as exc:  # noqa: BLE001 - every failure is a finding
+                problems.append((n, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+                continue
+            if entry.calledAt <= last:
+                problems.append((n, f"calledAt {entry.calledAt} is not after the previous row's {last}"))
+            last = entry.calledAt
+            if run_id is None:
+                run_id = entry.runId
+            elif entry.runId != run_id:
+                problems.append((n, f"runId {entry.runId} differs from the first row's {run_id}"))
+    return problems

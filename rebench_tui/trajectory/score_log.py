@@ -1,0 +1,57 @@
+"""The METR task-standard score log: CSV ``timestamp,score,message,details``, one row per scoring."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+HEADER = ("timestamp", "score", "message", "details")
+
+
+def iso_seconds(wall: float) -> str:
+    return datetime.fromtimestamp(wall, UTC).isoformat(timespec="seconds")
+
+
+def ensure(path: Path) -> None:
+    if not path.exists():
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            csv.writer(fh).writerow(HEADER)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def append(path: Path, wall: float, score: float, message: dict[str, Any], details: dict[str, Any]) -> None:
+    ensure(path)
+    buf = io.StringIO()
+    csv.writer(buf).writerow([
+        iso_seconds(wall),
+        "nan" if math.isnan(score) else repr(float(score)),
+        json.dumps(message, ensure_ascii=False, default=str),
+        json.dumps(details, ensure_ascii=False, default=str),
+    ])
+    with open(path, "a", encoding="utf-8", newline="") as fh:
+        fh.write(buf.getvalue())
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return [
+        {
+            "timestamp": r["timestamp"],
+            "score": float(r["score"]),
+            "message": json.loads(r["message"] or "{}"),
+            "details": json.loads(r["details"] or "{}"),
+        }
+        for r in rows
+    ]

@@ -1,0 +1,1 @@
+"""The Textual screen over a session. It renders the session and owns no logic."""

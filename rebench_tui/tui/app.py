@@ -1,0 +1,312 @@
+"""The workstation screen: instructions, countdown, score history, file feed, status line.
+
+Every blocking call runs in a thread worker that posts messages back; handlers update widgets.
+Time is read from the session's working clock (computed from an injected clock on each tick),
+never counted in ticks.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Footer, Markdown, Static
+
+from ..clock import format_hms
+from ..errors import RebenchError
+from ..session import Session
+from .keymap import load_keymap
+from .messages import ScoreFailed, ScoreFinished, SessionUpdate
+from .screens.dialogs import HelpScreen, NoteScreen, QuitScreen, SubmitScreen
+from .widgets.countdown import Countdown
+from .widgets.file_feed import FileFeed
+from .widgets.score_history import ScoreChart, ScoreTable, _fmt
+
+
+class RebenchApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "rebench-tui"
+    BINDINGS = [
+        Binding("s", "score", "Score", id="score"),
+        Binding("c", "cancel_score", "Cancel scoring", id="cancel_score", show=False),
+        Binding("p", "pause", "Pause/resume", id="pause"),
+        Binding("n", "note", "Note", id="note"),
+        Binding("t", "shell", "Shell", id="shell"),
+        Binding("x", "submit", "Submit", id="submit"),
+        Binding("question_mark", "help", "Help", id="help"),
+        Binding("q", "quit_confirm", "Quit", id="quit"),
+        Binding("ctrl+c", "quit_confirm", "Quit", id="quit_ctrl_c", show=False, priority=True),
+    ]
+
+    def __init__(self, session: Session, *, keymap_path: Path | None = None, tick_s: float = 0.25,
+                 watch_files: bool = True) -> None:
+        super().__init__()
+        self.session = session
+        self.tick_s = tick_s
+        self.watch_files = watch_files
+        self.keymap_path = keymap_path
+        self._cancel = threading.Event()
+        self._score_started: float | None = None
+        self._finishing = False
+        self.closed_with: str | None = None  # "pause" | "keep" once quit
+
+    # -- layout ---------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        s = self.session
+        yield Static(self._status_text(), id="status", classes="" if s.sandbox.isolated else "unsafe")
+        with Horizontal(id="main"):
+            with VerticalScroll(id="left"):
+                yield Markdown(s.env.instructions, id="instructions")
+            with Vertical(id="right"):
+                yield Countdown(id="countdown")
+                yield Static("", id="best")
+                yield Static("", id="scoring")
+                yield Static("Score history", classes="section")
+                with Vertical(id="history"):
+                    yield ScoreTable(s.hidden, id="score-table")
+                    yield ScoreChart(s.hidden, s.aggregation, id="score-chart")
+                yield Static("Files", classes="section")
+                yield FileFeed(id="files")
+        yield Footer()
+
+    def _status_text(self) -> str:
+        s = self.session
+        warn = "" if s.sandbox.isolated else "  ⚠ NOT ISOLATED (local runtime): commands and the scorer run as you"
+        return f"{s.meta.title} · {s.status_line()} · session {s.id}{warn}"
+
+    def on_mount(self) -> None:
+        ids = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id}
+        keymap = load_keymap(self.keymap_path, ids)
+        if keymap:
+            self.set_keymap(keymap)
+        table = self.query_one(ScoreTable)
+        best = self.session.final()
+        for rec in self.session.history:
+            table.add_record(rec, is_best=best is not None and rec.attempt == best.attempt)
+        self.query_one(ScoreChart).set_records(self.session.history)
+        self._show_best()
+        self.session.subscribe(lambda ev: self.post_message(SessionUpdate(ev)))
+        if self.watch_files:
+            self._start_watcher()
+        self.refresh_clock()
+        self.set_interval(self.tick_s, self.refresh_clock)
+        if self.session.finished:
+            self.query_one(FileFeed).add_line("this session is finished: records are read-only, scoring is closed")
+
+    @work(thread=True, exit_on_error=False, group="watch")
+    def _start_watcher(self) -> None:
+        self.session.start_watching()
+
+    # -- clock ----------------------------------------------------------------------------
+    def refresh_clock(self) -> None:
+        s = self.session
+        w = s.wclock
+        self.query_one(Countdown).show(w.remaining(), w.used(), w.limit_s, w.running, s.finished)
+        if self._score_started is not None:
+            self.query_one("#scoring", Static).update(
+                f"scoring… {time.monotonic() - self._score_started:.0f} s (press c to cancel)")
+        s.tick()
+        if s.time_is_up and not self._finishing:
+            self._finishing = True
+            self.notify("Working time is up: taking the final score now.", severity="warning", timeout=10)
+            self._begin_scoring()
+            self._finish_worker()
+
+    # -- session events -------------------------------------------------------------------
+    @on(SessionUpdate)
+    def _on_session_update(self, msg: SessionUpdate) -> None:
+        ev = msg.event
+        if ev.kind == "files":
+            changes, raw = ev.data
+            self.query_one(FileFeed).add_batch(changes, raw)
+        elif ev.kind == "score":
+            rec = ev.data
+            best = self.session.final()
+            table = self.query_one(ScoreTable)
+            table.add_record(rec, is_best=best is not None and best.attempt == rec.attempt)
+            table.mark_best(best.attempt if best else None)
+            self.query_one(ScoreChart).set_records(self.session.history)
+            self._show_best()
+        elif ev.kind == "warning":
+            self.notify(f"{format_hms(ev.data)} of working time left", severity="warning", timeout=15)
+        elif ev.kind in ("paused", "resumed"):
+            self.refresh_clock()
+        elif ev.kind == "note":
+            self.query_one(FileFeed).add_line(f"note saved: {ev.data}")
+        elif ev.kind == "finished":
+            self.refresh_clock()
+            self._show_best()
+            self.notify(f"Session finished ({ev.data}). Records are complete; press q to quit.", timeout=20)
+        elif ev.kind == "error":
+            self.notify(str(ev.data), severity="error", timeout=20)
+
+    def _show_best(self) -> None:
+        s = self.session
+        best = s.final()
+        rule = {"min": "lowest", "max": "highest", "last": "last valid"}[s.aggregation.value]
+        if s.hidden:
+            text = f"{len(s.history)} scoring(s) · scores are hidden in this environment"
+        elif best is None:
+            text = f"no valid score yet · counts: {rule} · start {s.meta.start_score:g}, reference {s.meta.reference_score:g}"
+        else:
+            text = (f"counts ({rule}): {_fmt(best.score)} (normalized {_fmt(best.normalized, 3)}, attempt {best.attempt})"
+                    f" · start {s.meta.start_score:g}, reference {s.meta.reference_score:g}")
+        self.query_one("#best", Static).update(text)
+
+    # -- scoring --------------------------------------------------------------------------
+    def _begin_scoring(self) -> None:
+        self._cancel.clear()
+        self._score_started = time.monotonic()
+        self.query_one("#scoring", Static).update("scoring…")
+
+    def action_score(self) -> None:
+        s = self.session
+        if s.finished:
+            self.notify("This session is finished; scoring is closed.", severity="warning")
+            return
+        if s.scoring or self._score_started is not None:
+            self.notify("A scoring is already running (press c to cancel it).", severity="warning")
+            return
+        self._begin_scoring()
+        self._score_worker()
+
+    @work(thread=True, exit_on_error=False, group="score")
+    def _score_worker(self) -> None:
+        try:
+            record = self.session.score(cancel=self._cancel)
+        except RebenchError as exc:
+            self.post_message(ScoreFailed(str(exc)))
+        else:
+            self.post_message(ScoreFinished(record, final=False))
+
+    @work(thread=True, exit_on_error=False, group="score")
+    def _finish_worker(self, submission: str | None = None) -> None:
+        try:
+            record = self.session.finish_at_time_limit() if submission is None else self.session.submit(submission)
+        except RebenchError as exc:
+            if not self.session.finished:
+                self.session.finish("time_limit" if submission is None else "submitted")
+            self.post_message(ScoreFailed(str(exc)))
+        else:
+            self.post_message(ScoreFinished(record, final=True))
+
+    @on(ScoreFinished)
+    def _on_score_finished(self, msg: ScoreFinished) -> None:
+        self._score_started = None
+        self.query_one("#scoring", Static).update("")
+        rec = msg.record
+        if rec is None:
+            self.notify("Scoring cancelled; recorded as cancelled.")
+        elif self.session.hidden:
+            self.notify(f"Scoring {rec.attempt} recorded (scores are hidden in this environment).")
+        elif rec.valid:
+            self.notify(f"Score {rec.attempt}: {_fmt(rec.score)} (normalized {_fmt(rec.normalized, 3)})")
+        else:
+            self.notify(f"Score {rec.attempt}: NaN — {rec.message}", severity="error", timeout=15)
+
+    @on(ScoreFailed)
+    def _on_score_failed(self, msg: ScoreFailed) -> None:
+        self._score_started = None
+        self.query_one("#scoring", Static).update("")
+        self.notify(msg.error, severity="error", timeout=30)
+
+    def action_cancel_score(self) -> None:
+        if self._score_started is None:
+            self.notify("No scoring is running.")
+            return
+        self._cancel.set()
+        self.query_one("#scoring", Static).update("cancelling…")
+
+    # -- clock, notes, shell, submit, quit ------------------------------------------------
+    def action_pause(self) -> None:
+        s = self.session
+        if s.finished:
+            return
+        if s.wclock.running:
+            s.pause()
+            self.notify("Clock paused. Press p to resume.")
+        else:
+            s.resume()
+            self.notify("Clock running.")
+
+    def action_note(self) -> None:
+        def done(text: str | None) -> None:
+            if text and text.strip():
+                self.session.note(text)
+
+        self.push_screen(NoteScreen(), done)
+
+    def action_shell(self) -> None:
+        argv, env, cwd = self.session.sandbox.shell_command()
+        s = self.session
+        s.audit.append({"type": "log", "content": [f"shell opened: {' '.join(argv)}", {"event": "shell_open", "argv": argv}],
+                        "attributes": {"title": "shell"}})
+        try:
+            with self.suspend():
+                print(f"\n[rebench-tui] shell in {s.env.id} ({'container' if s.sandbox.isolated else 'NOT ISOLATED, this machine'}). "
+                      "Exit the shell (Ctrl-D) to return; the clock keeps running.\n", flush=True)
+                rc = subprocess.run(argv, env=env, cwd=cwd).returncode
+        except Exception as exc:  # noqa: BLE001 - SuspendNotSupported, missing docker CLI, ...
+            self.notify(f"Cannot open a shell here: {exc}. Run instead: {' '.join(argv)}", severity="error", timeout=20)
+            rc = None
+        s.audit.append({"type": "log", "content": [f"shell closed (exit {rc})", {"event": "shell_close", "exit": rc}],
+                        "attributes": {"title": "shell"}})
+        self.refresh()
+
+    def action_submit(self) -> None:
+        s = self.session
+        if s.finished:
+            self.notify("This session is already finished.")
+            return
+        if s.scoring or self._score_started is not None:
+            self.notify("Wait for the running scoring to finish (or cancel it with c), then submit.", severity="warning")
+            return
+
+        def done(value: str | None) -> None:
+            if value is None:
+                return
+            self._finishing = True
+            self._begin_scoring()
+            self._finish_worker(value)
+
+        self.push_screen(SubmitScreen(), done)
+
+    def action_help(self) -> None:
+        keys = self.active_bindings
+        lines = ["# Keys", "", "| key | does |", "|---|---|"]
+        for b in self.BINDINGS:
+            if isinstance(b, Binding) and b.show or b.id == "cancel_score":
+                shown = next((ab.binding.key for ab in keys.values() if ab.binding.id == b.id), b.key)
+                lines.append(f"| `{shown}` | {b.description} |")
+        lines += ["", "Remap keys in a keymap file (`binding id = \"key\"`): ids are "
+                  + ", ".join(f"`{b.id}`" for b in self.BINDINGS if isinstance(b, Binding) and b.id) + ".",
+                  "", f"Session folder: `{self.session.folder}`"]
+        self.push_screen(HelpScreen("\n".join(lines)))
+
+    def action_quit_confirm(self) -> None:
+        def done(answer: str | None) -> None:
+            if answer is None:
+                return
+            if self._score_started is not None:
+                self._cancel.set()
+            self.closed_with = answer
+            self.exit()
+
+        self.push_screen(QuitScreen(self.session.finished, self._score_started is not None), done)
+
+    async def action_quit(self) -> None:  # the command palette's quit goes through the same dialog
+        self.action_quit_confirm()
+
+    def on_unmount(self) -> None:
+        # Wait for a cancelled scoring to record itself before the session closes.
+        deadline = time.monotonic() + 30
+        while self.session.scoring and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.session.close(pause_clock=self.closed_with != "keep")

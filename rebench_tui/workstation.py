@@ -1,0 +1,113 @@
+"""Wiring: settings -> catalog, runtime, store; the choices `start` makes when not told.
+
+The CLI and the tests build everything through these functions, so both run the same path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal
+
+from .catalog import Catalog, Environment, load_catalog
+from .config import Settings
+from .errors import RebenchError, RuntimeUnavailable
+from .runtime import Runtime
+from .runtime.images import Recipes
+from .session.records import SessionMeta
+
+RuntimeChoice = Literal["auto", "docker", "local"]
+
+
+def catalog(settings: Settings) -> Catalog:
+    known = Recipes.load(settings.images).names
+    return load_catalog(settings.environments, known)
+
+
+def connect_docker(settings: Settings, host: str | None = None) -> Runtime:
+    from .runtime.docker_runtime import DockerRuntime
+
+    return DockerRuntime.connect(host or settings.docker_host, settings.images, settings.cache_dir)
+
+
+def local_runtime() -> Runtime:
+    from .runtime.local import LocalRuntime
+
+    return LocalRuntime()
+
+
+@dataclass(frozen=True)
+class Choice:
+    runtime: Runtime
+    profile: str
+    reasons: list[str]
+
+    @property
+    def embedded_default(self) -> bool:
+        return self.runtime.kind == "local" or self.profile == "smoke"
+
+
+def choose(env: Environment, settings: Settings, *, runtime: RuntimeChoice = "auto", profile: str | None = None,
+           host: str | None = None, say: Callable[[str], None] = lambda _m: None) -> Choice:
+    """Pick the runtime and profile: the gpu profile in Docker where the engine can give GPUs,
+    else the smoke profile (CPU), in Docker where an engine answers, else locally (not isolated)."""
+    reasons: list[str] = []
+    rt: Runtime | None = None
+    if runtime in ("auto", "docker"):
+        try:
+            rt = connect_docker(settings, host)
+        except RuntimeUnavailable as exc:
+            if runtime == "docker":
+                raise
+            reasons.append(f"no Docker engine ({exc.what.splitlines()[0]}): using the local runtime, NOT ISOLATED")
+    if rt is None:
+        rt = local_runtime()
+    if profile is None:
+        wants_gpu = "gpu" in env.profile_names and env.profile("gpu").gpus > 0
+        gpu_ok = rt.kind == "docker" and getattr(rt, "has_nvidia_runtime")()
+        if "gpu" in env.profile_names and (gpu_ok or not wants_gpu):
+            profile = "gpu"
+        elif "smoke" in env.profile_names:
+            profile = "smoke"
+            if wants_gpu:
+                reasons.append("no GPU runtime here (Docker with the NVIDIA runtime): using the smoke profile (CPU, small sizes)")
+        else:
+            profile = env.profile_names[0]
+    elif profile not in env.profile_names:
+        raise RebenchError(f"environment {env.id!r} has no profile {profile!r}", fix=f"use one of {env.profile_names}")
+    for r in reasons:
+        say(r)
+    return Choice(rt, profile, reasons)
+
+
+def runtime_for(meta: SessionMeta, settings: Settings) -> Runtime:
+    if meta.runtime == "docker":
+        return connect_docker(settings, None if meta.host == "local" else meta.host)
+    return local_runtime()
+
+
+def find_session(sessions_dir: Path, session_id: str | None) -> Path:
+    """A session folder by id (or unique prefix); without an id, the most recent unfinished one."""
+    if not sessions_dir.is_dir():
+        raise RebenchError(f"no sessions folder at {sessions_dir}", fix="start a session first, or pass --sessions-dir")
+    folders = [p for p in sessions_dir.iterdir() if (p / "session.json").is_file()]
+    if session_id:
+        exact = [p for p in folders if p.name == session_id]
+        match = exact or [p for p in folders if p.name.startswith(session_id)]
+        if len(match) == 1:
+            return match[0]
+        if not match:
+            raise RebenchError(f"no session {session_id!r} in {sessions_dir}", fix="`rebench-tui sessions` lists them")
+        raise RebenchError(f"{session_id!r} matches {len(match)} sessions: {', '.join(p.name for p in match[:5])}",
+                           fix="give more of the id")
+    metas = []
+    for p in folders:
+        try:
+            m = SessionMeta.load(p / "session.json")
+        except Exception:  # noqa: BLE001 - a broken folder is skipped here; `sessions` reports it
+            continue
+        if m.status == "active":
+            metas.append((m.created_at, p))
+    if not metas:
+        raise RebenchError(f"no unfinished session in {sessions_dir}", fix="`rebench-tui sessions` lists them; start one with `rebench-tui start ENV`")
+    return max(metas)[1]
