@@ -70,6 +70,7 @@ def load_environment(folder: Path, known_images: Iterable[str] | None = None) ->
     problems: list[Problem] = []
     manifest_path = folder / MANIFEST
     manifest: Manifest | None = None
+    data: object = None
     if not manifest_path.is_file():
         return None, [Problem(manifest_path, "", "missing manifest")]
     try:
@@ -81,8 +82,9 @@ def load_environment(folder: Path, known_images: Iterable[str] | None = None) ->
             manifest = Manifest.model_validate(data)
         except ValidationError as exc:
             problems += _pydantic_problems(manifest_path, exc)
-    if manifest is not None and manifest.id != folder.name:
-        problems.append(Problem(manifest_path, "id", f"{manifest.id!r} does not match the folder name {folder.name!r}"))
+    declared = data.get("id") if isinstance(data, dict) else None
+    if isinstance(declared, str) and declared != folder.name:
+        problems.append(Problem(manifest_path, "id", f"{declared!r} does not match the folder name {folder.name!r}"))
 
     instructions = folder / "instructions.md"
     text = ""

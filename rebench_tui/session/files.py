@@ -124,7 +124,7 @@ class FileWatcher:
         self.interval = interval
         self._q: "queue.Queue[tuple[str, str, str | None]]" = queue.Queue()
         self._known: dict[str, dict[str, Any]] = {}  # rel -> {size, mtime, sha256}
-        self._texts: dict[str, str] = {}  # rel -> last text content, for diffs
+        self._blobs = state_path.parent / "blobs"  # small text files by sha256, for diffs across restarts
         self._observer: Any = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -180,51 +180,57 @@ class FileWatcher:
         except (OSError, ValueError):
             return {}
 
-    def _remember_text(self, rel: str, size: int | None) -> None:
-        if size is None:
-            self._texts.pop(rel, None)
+    def _blob_put(self, sha: str | None, text: str | None) -> None:
+        if sha is None or text is None:
             return
-        text = _read_text(self.root / rel, size)
-        if text is None:
-            self._texts.pop(rel, None)
-        else:
-            self._texts[rel] = text
+        path = self._blobs / sha[:2] / sha
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".part")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
+
+    def _blob_get(self, sha: str | None) -> str | None:
+        if sha is None:
+            return None
+        try:
+            return (self._blobs / sha[:2] / sha).read_text(encoding="utf-8")
+        except OSError:
+            return None
 
     # -- changes --------------------------------------------------------------------------
     def _change(self, event: str, rel: str, dest: str | None = None, events: int = 1, note: str | None = None) -> FileChange | None:
         target = dest or rel
+        prev = self._known.get(rel)
+        old_text = self._blob_get(prev.get("sha256")) if prev else None
         desc = None if event == "deleted" else self._describe(target)
         if event != "deleted" and desc is None:
             event = "deleted"  # gone again before we looked
         if event == "deleted":
-            if rel not in self._known and dest is None:
+            if prev is None:
                 return None  # created and deleted inside one batch, or never seen: nothing to record
             self._known.pop(rel, None)
-            old = self._texts.pop(rel, None)
             diff = None
-            if old is not None:
-                diff = "".join(difflib.unified_diff(old.splitlines(True), [], f"a/{rel}", "/dev/null"))
+            if old_text is not None:
+                diff = "".join(difflib.unified_diff(old_text.splitlines(True), [], f"a/{rel}", "/dev/null"))
             return self._finish(FileChange("deleted", rel, events=events, note=note), diff)
-        prev = self._known.get(rel)
         if dest:
             self._known.pop(rel, None)
-            self._texts.pop(rel, None)
-        if event == "modified" and prev is not None and prev.get("sha256") == desc.get("sha256") and prev.get("size") == desc.get("size") and desc.get("sha256"):
+        if event == "modified" and prev is not None and desc.get("sha256") and prev.get("sha256") == desc.get("sha256"):
             return None  # touched, not changed
-        if event == "modified" and prev is None and not dest:
+        if event == "modified" and prev is None:
             event = "created"
         self._known[target] = desc
-        old_text = self._texts.get(target, "" if event in ("created", "moved") else None)
         new_text = _read_text(self.root / target, desc["size"]) if desc.get("kind") is None else None
+        self._blob_put(desc.get("sha256"), new_text)
+        if event == "created":
+            old_text = ""
         diff = None
-        if new_text is not None and old_text is not None:
+        if new_text is not None and old_text is not None and (event != "moved" or old_text != new_text):
             diff = "".join(difflib.unified_diff(old_text.splitlines(True), new_text.splitlines(True),
-                                                "/dev/null" if event == "created" else f"a/{target}", f"b/{target}"))
-        if new_text is None:
-            self._texts.pop(target, None)
-        else:
-            self._texts[target] = new_text
-        note = note or (None if desc.get("sha256") or desc.get("kind") else f"larger than {human_size(HASH_LIMIT)}: recorded by size and mtime only")
+                                                "/dev/null" if event == "created" else f"a/{rel}", f"b/{target}"))
+        if note is None and not (desc.get("sha256") or desc.get("kind")):
+            note = f"larger than {human_size(HASH_LIMIT)}: recorded by size and mtime only"
         return self._finish(FileChange(event, rel, size=desc["size"], sha256=desc.get("sha256"), dest=dest,
                                        events=events, note=note), diff)
 
@@ -289,26 +295,28 @@ class FileWatcher:
 
     # -- lifecycle ------------------------------------------------------------------------
     def catch_up(self) -> list[FileChange]:
-        """Record what changed since the last recorded state (for example while the app was closed)."""
+        """Record what changed since the last recorded state (for example while the app was closed).
+
+        The first run has no recorded state: the workspace as found is the baseline.
+        """
         previous = self._load_state()
         current = self.scan()
         changes: list[FileChange] = []
         self._known = dict(previous)
         for rel in sorted(set(previous) | set(current)):
             before, after = previous.get(rel), current.get(rel)
+            ch = None
             if before is not None and after is None:
                 ch = self._change("deleted", rel, note="changed while no watcher ran")
-            elif before is None and after is not None:
-                ch = self._change("created", rel, note="changed while no watcher ran") if previous else None
+            elif before is None and after is not None and previous:
+                ch = self._change("created", rel, note="changed while no watcher ran")
             elif before and after and (before.get("sha256") != after.get("sha256") or before.get("size") != after.get("size")):
                 ch = self._change("modified", rel, note="changed while no watcher ran")
-            else:
-                ch = None
             if ch is not None:
                 changes.append(ch)
         self._known = current
-        for rel, desc in current.items():
-            self._remember_text(rel, desc["size"])
+        for desc_rel, desc in current.items():
+            self._blob_put(desc.get("sha256"), _read_text(self.root / desc_rel, desc["size"]))
         if changes:
             self.sink(changes, 0)
         self._save_state(force=True)
