@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
+import threading
+from functools import wraps
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -17,11 +20,23 @@ import sqlite_utils
 INDEX_NAME = "index.db"
 
 
+def _locked(fn):
+    @wraps(fn)
+    def inner(self, *a, **kw):
+        with self._lock:
+            return fn(self, *a, **kw)
+
+    return inner
+
+
 class Store:
+    """Thread-safe: scoring workers and the screen share one connection behind a lock."""
+
     def __init__(self, sessions_dir: Path) -> None:
         sessions_dir.mkdir(parents=True, exist_ok=True)
         self.path = sessions_dir / INDEX_NAME
-        self.db = sqlite_utils.Database(self.path)
+        self._lock = threading.RLock()
+        self.db = sqlite_utils.Database(sqlite3.connect(self.path, check_same_thread=False, timeout=30))
         self.db.execute("PRAGMA journal_mode=WAL")
         self._ensure()
 
@@ -41,10 +56,12 @@ class Store:
                 "normalized": float, "valid": int, "message": str,
             }, pk=("session_id", "attempt"), foreign_keys=[("session_id", "sessions", "id")])
 
+    @_locked
     def upsert_session(self, row: dict[str, Any]) -> None:
         row = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
         self.db["sessions"].upsert(row, pk="id", alter=True)
 
+    @_locked
     def add_score(self, session_id: str, attempt: int, called_at: int, working_s: float, score: float,
                   normalized: float, message: dict[str, Any]) -> None:
         self.db["scores"].upsert({
@@ -54,6 +71,7 @@ class Store:
             "valid": int(math.isfinite(score)), "message": json.dumps(message, default=str),
         }, pk=("session_id", "attempt"))
 
+    @_locked
     def sessions(self, *, env_id: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
         where, args = [], []
         if env_id:
@@ -64,18 +82,22 @@ class Store:
             args.append(status)
         return list(self.db["sessions"].rows_where(" and ".join(where) or None, args, order_by="created_at desc"))
 
+    @_locked
     def scores(self, session_id: str) -> list[dict[str, Any]]:
         return list(self.db["scores"].rows_where("session_id = ?", [session_id], order_by="attempt"))
 
+    @_locked
     def get(self, session_id: str) -> dict[str, Any] | None:
         try:
             return self.db["sessions"].get(session_id)
         except sqlite_utils.db.NotFoundError:
             return None
 
+    @_locked
     def close(self) -> None:
         self.db.close()
 
+    @_locked
     def rebuild(self, rows: Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]) -> int:
         """Replace the index with the given (session row, score rows) pairs."""
         n = 0

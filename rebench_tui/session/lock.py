@@ -42,7 +42,7 @@ class SessionLock:
             except FileExistsError:
                 other = self.holder() or {}
                 same_host = other.get("host") == me["host"]
-                if same_host and isinstance(other.get("pid"), int) and _alive(other["pid"]) and other["pid"] != me["pid"]:
+                if same_host and isinstance(other.get("pid"), int) and _alive(other["pid"]):
                     raise SessionError(
                         f"this session is open in another app: PID {other['pid']} on {other['host']}",
                         kept="the session is untouched",
