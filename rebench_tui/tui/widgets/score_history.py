@@ -17,13 +17,17 @@ def _fmt(x: float, digits: int = 4) -> str:
     return "NaN" if not math.isfinite(x) else f"{x:.{digits}g}"
 
 
+def _short(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else json.dumps(v, default=str)
+
+
 def message_text(message: dict, limit: int = 80) -> str:
-    text = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in message.items())
+    text = ", ".join(f"{k}={_short(v)}" for k, v in message.items())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class ScoreTable(DataTable):
-    DEFAULT_CSS = "ScoreTable { height: 1fr; }"
+    DEFAULT_CSS = "ScoreTable { height: 1fr; min-height: 4; }"
 
     def __init__(self, hidden: bool, **kw) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kw)
