@@ -1,0 +1,97 @@
+"""Shared fixtures: real folders, real SQLite, a real Docker engine where the test asks for one.
+
+Docker tests skip when no engine answers, unless REBENCH_REQUIRE_DOCKER=1 (CI sets it), in which
+case they fail: CI must never go green by skipping its integration tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rebench_tui.catalog import load_catalog
+from rebench_tui.clock import FakeClock
+from rebench_tui.config import Settings
+from rebench_tui.runtime.images import Recipes
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE_ENVS = ROOT / "tests" / "fixtures" / "environments"
+IMAGES = ROOT / "images"
+KNOWN_IMAGES = Recipes.load(IMAGES).names
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def catalog():
+    cat = load_catalog(ROOT / "environments", KNOWN_IMAGES)
+    assert not cat.problems, cat.problems
+    return cat
+
+
+@pytest.fixture
+def fixture_catalog():
+    cat = load_catalog(FIXTURE_ENVS, KNOWN_IMAGES)
+    assert not cat.problems, cat.problems
+    return cat
+
+
+@pytest.fixture
+def env_copy(tmp_path):
+    """Copy an environment folder into a scratch catalog so a test can change it (environments are data)."""
+
+    def make(src: Path, edit=None) -> Path:
+        root = tmp_path / "envs"
+        dest = root / src.name
+        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
+        if edit:
+            edit(dest)
+        return root
+
+    return make
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    return Settings(root=ROOT, sessions_dir=tmp_path / "sessions", cache_dir=Path(os.environ.get("REBENCH_CACHE_DIR", Path.home() / ".cache" / "rebench-tui")))
+
+
+def _docker_client():
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        client.ping()
+        return client
+    except Exception as exc:  # noqa: BLE001
+        return exc
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    client = _docker_client()
+    if isinstance(client, Exception):
+        if os.environ.get("REBENCH_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"REBENCH_REQUIRE_DOCKER=1 but no Docker engine answers: {client}")
+        pytest.skip(f"no Docker engine: {client}")
+    return client
+
+
+@pytest.fixture
+def docker_runtime(docker_client, settings):
+    from rebench_tui.runtime.docker_runtime import DockerRuntime
+
+    rt = DockerRuntime(docker_client, None, settings.images, settings.cache_dir)
+    before = {c.id for c in rt.find_containers()}
+    yield rt
+    # Every test cleans up after itself; anything left is a bug the test reports, then removed.
+    left = [c for c in rt.find_containers() if c.id not in before]
+    for c in left:
+        c.remove(force=True)
+    assert not left, f"containers left behind: {[c.name for c in left]}"

@@ -1,0 +1,250 @@
+"""The screen through Textual's Pilot, at a fixed size, with an injected clock.
+
+Workers are awaited with ``app.workers.wait_for_complete()``, never with sleeps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from textual.widgets import Digits
+
+from rebench_tui.catalog import load_catalog
+from rebench_tui.runtime.local import LocalRuntime
+from rebench_tui.session import Session
+from rebench_tui.store import Store
+from rebench_tui.trajectory.audit import read_entries, validate_file
+from rebench_tui.tui.app import RebenchApp
+from rebench_tui.tui.screens.dialogs import NoteScreen, QuitScreen, SubmitScreen
+from rebench_tui.tui.widgets.file_feed import FileFeed
+from rebench_tui.tui.widgets.score_history import ScoreTable
+from tests.conftest import FIXTURE_ENVS, KNOWN_IMAGES
+
+SIZE = (140, 42)
+
+
+@pytest.fixture
+def session_for(tmp_path, fake_clock):
+    made = []
+
+    def make(env_root=FIXTURE_ENVS, **kw):
+        env = load_catalog(env_root, KNOWN_IMAGES).get("toy_score")
+        s = Session.create(env, "smoke", LocalRuntime(), tmp_path / "sessions", clock=fake_clock,
+                           store=Store(tmp_path / "sessions"), **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.lock.release()
+
+
+def digits(app) -> str:
+    return str(app.query_one("#clock-digits", Digits).value)
+
+
+def events(s, name):
+    return [r for r in read_entries(s.folder / "audit.jsonl")
+            if isinstance(r["content"].get("content"), list) and len(r["content"]["content"]) > 1
+            and isinstance(r["content"]["content"][1], dict) and r["content"]["content"][1].get("event") == name]
+
+
+async def test_score_key_adds_a_row(session_for):
+    s = session_for()
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(ScoreTable)
+        assert table.row_count == 0
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert table.row_count == 1
+        row = table.get_row_at(0)
+        assert row[0] == "1" and row[2] == "10" and row[3] == "0" and row[4] == "★"
+        (s.workspace / "solution" / "answer.txt").write_text("2")
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert table.row_count == 2
+        assert table.get_row_at(1)[3] == "1"  # normalized: the reference score
+        assert table.get_row_at(0)[4] == "" and table.get_row_at(1)[4] == "★"
+        assert "counts (lowest): 2" in str(app.query_one("#best").render())
+
+
+async def test_second_score_press_while_scoring_says_so(session_for):
+    s = session_for()
+    (s.workspace / "solution" / "answer.txt").write_text("sleep")
+    app = RebenchApp(s, watch_files=False)
+    notes = []
+    async with app.run_test(size=SIZE) as pilot:
+        app.notify = lambda msg, **kw: notes.append(msg)  # capture what the user is told
+        await pilot.press("s")
+        await pilot.pause()
+        await pilot.press("s")
+        assert any("already running" in n for n in notes)
+        await pilot.press("c")  # cancel it
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert any("cancelled" in n for n in notes)
+        assert app.query_one(ScoreTable).row_count == 0
+    assert events(s, "score_cancelled")
+
+
+async def test_pause_stops_the_countdown(session_for, fake_clock):
+    s = session_for()
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        assert digits(app) == "1:00:00"
+        fake_clock.advance(61)
+        app.refresh_clock()
+        assert digits(app) == "0:58:59"
+        await pilot.press("p")
+        await pilot.pause()
+        fake_clock.advance(600)
+        app.refresh_clock()
+        assert digits(app) == "0:58:59"
+        assert "PAUSED" in str(app.query_one("#clock-state").render())
+        await pilot.press("p")
+        fake_clock.advance(59)
+        app.refresh_clock()
+        assert digits(app) == "0:58:00"
+    first = s.meta.pauses[0]
+    assert first.end - first.start == 600_000  # the quit that follows adds its own (open) pause
+
+
+async def test_quit_asks_first_and_can_keep_the_clock_running(session_for, fake_clock):
+    s = session_for()
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, QuitScreen) and app.is_running
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.click("#keep")
+        await pilot.pause()
+    assert app.closed_with == "keep"
+    assert s.wclock.running and not s.lock.held
+    assert events(s, "app_closed")
+
+
+async def test_quit_by_default_pauses_the_clock(session_for):
+    s = session_for()
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.press("enter")  # the focused default: pause clock and quit
+        await pilot.pause()
+    assert app.closed_with == "pause" and not s.wclock.running
+    assert events(s, "pause")
+
+
+async def test_time_up_takes_the_final_score_and_finishes(session_for, fake_clock):
+    s = session_for(time_limit_s=600)
+    (s.workspace / "solution" / "answer.txt").write_text("4")
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        fake_clock.advance(601)
+        app.refresh_clock()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert s.finished and s.meta.finish_reason == "time_limit"
+        assert app.query_one(ScoreTable).row_count == 1
+        assert digits(app) == "0:00:00"
+        assert "FINISHED" in str(app.query_one("#clock-state").render())
+        await pilot.press("s")  # scoring is closed now
+        await app.workers.wait_for_complete()
+        assert len(s.history) == 1
+
+
+async def test_submit_confirms_then_finishes(session_for):
+    s = session_for()
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, SubmitScreen)
+        await pilot.press(*"done")
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert s.finished and s.meta.finish_reason == "submitted"
+    subs = [r for r in read_entries(s.folder / "audit.jsonl") if r["content"]["type"] == "submission"]
+    assert [r["content"]["value"] for r in subs] == ["done"]
+
+
+async def test_note_key_records_a_note(session_for):
+    s = session_for()
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("n")
+        await pilot.pause()
+        assert isinstance(app.screen, NoteScreen)
+        await pilot.press(*"coffee break")
+        await pilot.press("enter")
+        await pilot.pause()
+    assert [e["content"]["content"][1]["note"] for e in events(s, "note")] == ["coffee break"]
+
+
+async def test_file_feed_shows_workspace_changes(session_for):
+    s = session_for()
+    app = RebenchApp(s)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()  # the watcher has started
+        (s.workspace / "solution" / "answer.txt").write_text("3")
+        s.watcher.flush()
+        await pilot.pause()
+        feed = app.query_one(FileFeed)
+        assert feed.changes == 1
+        assert any("modified solution/answer.txt" in str(line.text) for line in feed.lines)
+
+
+async def test_hidden_environment_shows_that_a_scoring_happened_not_its_value(session_for, env_copy):
+    def hide(d):
+        t = (d / "environment.toml").read_text().replace('aggregation = "min"', 'aggregation = "last"\nvisibility = "hidden"')
+        (d / "environment.toml").write_text(t)
+
+    s = session_for(env_copy(FIXTURE_ENVS / "toy_score", hide))
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        row = app.query_one(ScoreTable).get_row_at(0)
+        assert "10" not in row and row[2] == "hidden"
+        assert "hidden" in str(app.query_one("#best").render())
+    assert s.history[0].score == 10  # recorded all the same
+
+
+async def test_keymap_file_remaps_bindings(session_for, tmp_path):
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text('score = "f5"\n')
+    s = session_for()
+    app = RebenchApp(s, keymap_path=keymap, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.query_one(ScoreTable).row_count == 0
+        await pilot.press("f5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.query_one(ScoreTable).row_count == 1
+
+
+async def test_history_is_shown_on_reopen(session_for, fake_clock):
+    s = session_for()
+    s.score()
+    (s.workspace / "solution" / "answer.txt").write_text("nan")
+    s.score()
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE):
+        table = app.query_one(ScoreTable)
+        assert table.row_count == 2 and table.get_row_at(1)[2] == "NaN"
+    assert validate_file(s.folder / "audit.jsonl") == []
+    assert math.isnan(s.history[1].score)

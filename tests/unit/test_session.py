@@ -1,0 +1,243 @@
+"""Sessions on the local runtime with an injected clock: records, clock, lock, finish."""
+
+import csv
+import json
+import math
+
+import pytest
+
+from rebench_tui.clock import FakeClock
+from rebench_tui.errors import SessionError
+from rebench_tui.runtime.local import LocalRuntime
+from rebench_tui.session import Session, SessionMeta
+from rebench_tui.session.session import ScoringBusy
+from rebench_tui.store import Store
+from rebench_tui.trajectory.audit import read_entries, validate_file
+
+
+@pytest.fixture
+def toy(fixture_catalog):
+    return fixture_catalog.get("toy_score")
+
+
+@pytest.fixture
+def make_session(toy, tmp_path, fake_clock):
+    made = []
+
+    def make(**kw):
+        s = Session.create(toy, "smoke", LocalRuntime(), tmp_path / "sessions", clock=fake_clock,
+                           store=Store(tmp_path / "sessions"), **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.lock.release()
+
+
+def answer(s, text):
+    (s.workspace / "solution" / "answer.txt").write_text(text)
+
+
+def types(s):
+    return [r["content"]["type"] for r in read_entries(s.folder / "audit.jsonl")]
+
+
+def test_create_lays_out_the_folder_and_records_the_start(make_session, toy):
+    s = make_session()
+    assert (s.workspace / "solution" / "answer.txt").read_text().strip() == "10"
+    assert (s.workspace / "instructions.txt").read_text() == toy.instructions
+    meta = SessionMeta.load(s.folder / "session.json")
+    assert meta.env_id == "toy_score" and meta.task_id == "rebench_toy_score/main" and meta.runtime == "local"
+    assert meta.isolated is False and meta.clock.limit_s == 3600
+    rows = read_entries(s.folder / "audit.jsonl")
+    assert "NOT ISOLATED" in rows[0]["content"]["content"][0]
+    assert list(csv.reader(open(s.folder / "score_log.csv"))) == [["timestamp", "score", "message", "details"]]
+
+
+def test_scores_are_recorded_everywhere_before_they_are_returned(make_session, fake_clock):
+    s = make_session()
+    heard = []
+    s.subscribe(lambda ev: heard.append(ev.kind))
+    fake_clock.advance(600)
+    r1 = s.score()
+    assert r1.score == 10 and r1.normalized == 0 and r1.working_s == pytest.approx(600)
+    answer(s, "4")
+    fake_clock.advance(600)
+    r2 = s.score()
+    assert r2.score == 4 and r2.normalized == pytest.approx(0.75)
+    answer(s, "not a number")
+    r3 = s.score()
+    assert math.isnan(r3.score) and "not a number" in r3.message["error"]
+    assert s.final().attempt == 2
+    assert heard.count("score") == 3
+    rows = [r for r in read_entries(s.folder / "audit.jsonl") if r["content"]["type"] == "intermediateScore"]
+    assert [r["content"]["score"] for r in rows] == [10.0, 4.0, "NaN"]
+    assert rows[1]["usageTotalSeconds"] == 1200
+    log = list(csv.DictReader(open(s.folder / "score_log.csv")))
+    assert [row["score"] for row in log] == ["10.0", "4.0", "nan"]
+    assert json.loads(log[2]["message"])["error"].startswith("not a number")
+    assert [x["attempt"] for x in s.store.scores(s.id)] == [1, 2, 3]
+    assert s.store.get(s.id)["final_score"] == 4
+    assert validate_file(s.folder / "audit.jsonl") == []
+
+
+@pytest.mark.parametrize("text, key", [("sleep", "timeout"), ("garbage", "error"), ("crash", "error"), ("nan", "error")])
+def test_scorer_failures_are_nan_with_a_reason(make_session, text, key):
+    s = make_session()
+    answer(s, text)
+    r = s.score()
+    assert math.isnan(r.score) and key in r.message
+    if text == "sleep":
+        assert r.message == {"timeout": True} and r.details["timeout_s"] == 5
+
+
+def test_huge_scorer_output_still_parses(make_session):
+    s = make_session()
+    answer(s, "huge")
+    r = s.score()
+    assert r.score == 1.5 and len(r.details["stdout_tail"]) < 5000
+
+
+def test_second_scoring_while_one_runs_is_refused(make_session):
+    import threading
+
+    s = make_session()
+    answer(s, "sleep")
+    t = threading.Thread(target=s.score)
+    t.start()
+    while not s.scoring:
+        pass
+    with pytest.raises(ScoringBusy):
+        s.score()
+    t.join()
+
+
+def test_cancelled_scoring_is_recorded_as_cancelled(make_session):
+    import threading
+
+    s = make_session()
+    answer(s, "sleep")
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    assert s.score(cancel=cancel) is None
+    rows = read_entries(s.folder / "audit.jsonl")
+    assert rows[-1]["content"]["content"][1]["event"] == "score_cancelled"
+    assert s.history == []
+
+
+def test_pause_excludes_time_and_writes_vivaria_pause_rows(make_session, fake_clock):
+    s = make_session()
+    fake_clock.advance(100)
+    assert s.pause()
+    fake_clock.advance(1000)
+    assert s.resume()
+    fake_clock.advance(50)
+    r = s.score()
+    assert r.working_s == pytest.approx(150)
+    meta = SessionMeta.load(s.folder / "session.json")
+    (p,) = meta.pauses
+    assert p.reason == "pauseHook" and p.end - p.start == 1_000_000
+
+
+def test_reopen_continues_the_clock_and_history(make_session, toy, tmp_path, fake_clock):
+    s = make_session()
+    fake_clock.advance(300)
+    s.score()
+    s.close(pause_clock=False)
+    fake_clock.advance(120)  # app closed, clock running by the participant's choice
+    again = Session.open(s.folder, toy, LocalRuntime(), clock=fake_clock)
+    try:
+        assert again.wclock.used() == pytest.approx(420)
+        assert [h.score for h in again.history] == [10.0]
+        assert again.wclock.running
+    finally:
+        again.close(pause_clock=True)
+    fake_clock.advance(5000)
+    third = Session.open(s.folder, toy, LocalRuntime(), clock=fake_clock)
+    try:
+        assert third.wclock.used() == pytest.approx(420)  # paused on close: nothing added
+    finally:
+        third.lock.release()
+    assert validate_file(s.folder / "audit.jsonl") == []
+
+
+def test_second_app_on_the_same_session_is_refused(make_session, toy, fake_clock):
+    import os
+    import subprocess
+    import sys
+
+    s = make_session()
+    with pytest.raises(SessionError) as exc:
+        Session.open(s.folder, toy, LocalRuntime(), clock=fake_clock)
+    assert f"PID {os.getpid()}" in str(exc.value)
+    s.close()
+    # another process holds it now: refused with that process's PID; released when it exits
+    code = ("import sys, time; from pathlib import Path; from rebench_tui.session import Session; "
+            "from rebench_tui.catalog import load_catalog; from rebench_tui.runtime.local import LocalRuntime; "
+            "env = load_catalog(Path(sys.argv[2])).get('toy_score'); "
+            "s = Session.open(Path(sys.argv[1]), env, LocalRuntime()); print('open', flush=True); time.sleep(30)")
+    from tests.conftest import FIXTURE_ENVS
+
+    proc = subprocess.Popen([sys.executable, "-c", code, str(s.folder), str(FIXTURE_ENVS)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "open"
+        with pytest.raises(SessionError) as exc:
+            Session.open(s.folder, toy, LocalRuntime(), clock=fake_clock)
+        assert f"PID {proc.pid}" in str(exc.value)
+    finally:
+        proc.kill()
+        proc.wait()
+    again = Session.open(s.folder, toy, LocalRuntime(), clock=fake_clock)  # a dead holder's lock is taken over
+    again.close()
+
+
+def test_warnings_then_time_limit_takes_the_final_score(make_session, fake_clock):
+    s = make_session(time_limit_s=3 * 3600)
+    heard = []
+    s.subscribe(lambda ev: heard.append((ev.kind, ev.data)))
+    fake_clock.advance(3600 + 1)
+    assert s.tick() == [7200]
+    assert s.tick() == []
+    fake_clock.advance(2 * 3600 - 60)
+    assert sorted(s.tick()) == [300, 900, 3600]
+    assert not s.time_is_up
+    answer(s, "3")
+    fake_clock.advance(120)
+    assert s.time_is_up
+    rec = s.finish_at_time_limit()
+    assert rec.score == 3 and rec.working_s == pytest.approx(3 * 3600)
+    assert s.finished and s.meta.final_score == 3 and s.meta.finish_reason == "time_limit"
+    assert ("finished", "time_limit") in heard
+    with pytest.raises(SessionError):
+        s.score()
+    assert types(s)[-1] == "log"
+
+
+def test_submit_scores_once_more_and_finishes(make_session):
+    s = make_session()
+    answer(s, "5")
+    s.score()
+    answer(s, "7")
+    rec = s.submit("my answer")
+    assert rec.score == 7
+    assert s.final().score == 5  # min rule: the best valid score counts, not the last
+    t = types(s)
+    assert t[-3:] == ["intermediateScore", "submission", "log"]
+    with pytest.raises(SessionError):
+        s.submit("again")
+
+
+def test_notes(make_session):
+    s = make_session()
+    s.note("  trying a two-pass scan  ")
+    s.note("   ")
+    rows = read_entries(s.folder / "audit.jsonl")
+    notes = [r for r in rows if r["content"].get("attributes", {}).get("title") == "note"]
+    assert len(notes) == 1 and notes[0]["content"]["content"][1] == {"event": "note", "note": "trying a two-pass scan"}
+
+
+def test_protected_folder_is_copied_for_the_local_runtime(make_session):
+    s = make_session()
+    r = s.score()
+    assert r.details["secret_ok"] is True

@@ -1,0 +1,101 @@
+"""Commands run through the supervisor: timeouts and cancels stop the whole process group."""
+
+import os
+import threading
+import time
+
+import pytest
+
+from rebench_tui.catalog import load_catalog
+from rebench_tui.runtime.base import SandboxSpec, StatusFilter
+from rebench_tui.runtime.local import LocalRuntime
+from tests.conftest import FIXTURE_ENVS, KNOWN_IMAGES
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    env = load_catalog(FIXTURE_ENVS, KNOWN_IMAGES).get("toy_score")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spec = SandboxSpec("s1", env, env.profile("smoke"), ws, tmp_path / "state")
+    return LocalRuntime().create(spec, None, lambda m: None)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill 0; read its state
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_output_and_exit_code(sandbox):
+    r = sandbox.exec(["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (r.exit_code, r.stdout, r.stderr.strip()) == (3, "out\n", "err")
+    assert not r.timed_out and not r.cancelled
+
+
+def test_timeout_kills_the_whole_group(sandbox, tmp_path):
+    pidfile = tmp_path / "bg.pid"
+    t0 = time.monotonic()
+    r = sandbox.exec(["sh", "-c", f"sleep 300 & echo $! > {pidfile}; sleep 300"], timeout=1)
+    assert r.timed_out and r.exit_code == 137
+    assert time.monotonic() - t0 < 10
+    assert not _alive(int(pidfile.read_text()))
+
+
+def test_stragglers_are_killed_after_a_normal_exit(sandbox, tmp_path):
+    pidfile = tmp_path / "bg.pid"
+    r = sandbox.exec(["sh", "-c", f"sleep 300 & echo $! > {pidfile}; exit 0"])
+    assert r.exit_code == 0
+    time.sleep(0.2)
+    assert not _alive(int(pidfile.read_text()))
+
+
+def test_cancel(sandbox):
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    t0 = time.monotonic()
+    r = sandbox.exec(["sleep", "300"], cancel=cancel)
+    assert r.cancelled and time.monotonic() - t0 < 10
+
+
+def test_sigkill_is_137_and_not_a_timeout(sandbox):
+    r = sandbox.exec(["sh", "-c", "kill -9 $$"])
+    assert r.exit_code == 137 and not r.timed_out
+
+
+def test_missing_program(sandbox):
+    r = sandbox.exec(["/no/such/program"])
+    assert r.exit_code == 127 and "cannot start" in r.stderr
+
+
+def test_streaming_output(sandbox):
+    seen = []
+    sandbox.exec(["sh", "-c", "for i in 1 2 3; do echo line$i; done"], on_output=lambda s, b: seen.append((s, b)))
+    assert b"".join(b for s, b in seen if s == "stdout") == b"line1\nline2\nline3\n"
+
+
+def test_status_filter_splits_across_chunks():
+    got = []
+    f = StatusFilter(lambda s, b: got.append(b))
+    for chunk in [b"warn \x1e not ours\n", b"more\n\x1ereben", b'ch-exec {"returncode": 5, "timed_out": true}\n']:
+        f.feed("stderr", chunk)
+    f.finish()
+    assert f.status == {"returncode": 5, "timed_out": True}
+    assert b"".join(got) == b"warn \x1e not ours\nmore\n"
+    r = f.result(0, 1.0)
+    assert r.exit_code == 5 and r.timed_out
+
+
+def test_status_filter_keeps_only_a_tail():
+    f = StatusFilter(None, keep=10)
+    f.feed("stdout", b"0123456789abcdef")
+    f.finish()
+    assert f.text("stdout").endswith("6789abcdef")
+    assert "6 earlier bytes not kept" in f.text("stdout")
