@@ -59,7 +59,7 @@ def env_copy(tmp_path):
 
 @pytest.fixture
 def settings(tmp_path) -> Settings:
-    return Settings(root=ROOT, sessions_dir=tmp_path / "sessions", cache_dir=Path(os.environ.get("REBENCH_CACHE_DIR", Path.home() / ".cache" / "rebench-tui")))
+    return Settings(root=ROOT, sessions_dir=tmp_path / "sessions")  # the cache (root fs, wheels) is shared
 
 
 def _docker_client():
