@@ -108,7 +108,8 @@ class _Handler(FileSystemEventHandler):
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.is_directory or event.event_type in ("opened", "closed_no_write"):
             return
-        kind = {"closed": "modified"}.get(event.event_type, event.event_type)
+        # closed-after-write and attribute changes may carry new content: the hash decides
+        kind = event.event_type if event.event_type in ("created", "deleted", "moved") else "modified"
         dest = getattr(event, "dest_path", None) or None
         self.q.put((kind, os.fsdecode(event.src_path), os.fsdecode(dest) if dest else None))
 

@@ -256,6 +256,8 @@ class RebenchApp(App[None]):
         except Exception as exc:  # noqa: BLE001 - SuspendNotSupported, missing docker CLI, ...
             self.notify(f"Cannot open a shell here: {exc}. Run instead: {' '.join(argv)}", severity="error", timeout=20)
             rc = None
+        if s.watcher is not None:
+            s.watcher.flush(timeout=1.0)  # changes made in the shell are recorded before it is marked closed
         s.audit.append({"type": "log", "content": [f"shell closed (exit {rc})", {"event": "shell_close", "exit": rc}],
                         "attributes": {"title": "shell"}})
         self.refresh()
