@@ -14,8 +14,8 @@ from .clock import format_hms, parse_duration
 from .config import Settings
 from .errors import RebenchError
 
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
 
 
 def _settings(sessions_dir: Path | None = None) -> Settings:
@@ -116,11 +116,7 @@ def start(env_id: str, profile: str | None, time_limit: str | None, runtime_kind
     _run_app(session)
 
 
-@main.command()
-@click.argument("session_id", required=False)
-@sessions_dir_opt
-def resume(session_id: str | None, sessions_dir: Path | None) -> None:
-    """Reopen a session (default: the most recent unfinished one); the clock continues exactly."""
+def _open_session(session_id: str | None, sessions_dir: Path | None):
     from .session import Session, SessionMeta
     from .store import Store
 
@@ -128,8 +124,15 @@ def resume(session_id: str | None, sessions_dir: Path | None) -> None:
     folder = workstation.find_session(settings.sessions, session_id)
     meta = SessionMeta.load(folder / "session.json")
     env = workstation.catalog(settings).get(meta.env_id)
-    session = Session.open(folder, env, workstation.runtime_for(meta, settings), store=Store(settings.sessions))
-    _run_app(session)
+    return Session.open(folder, env, workstation.runtime_for(meta, settings), store=Store(settings.sessions))
+
+
+@main.command()
+@click.argument("session_id", required=False)
+@sessions_dir_opt
+def resume(session_id: str | None, sessions_dir: Path | None) -> None:
+    """Reopen a session (default: the most recent unfinished one); the clock continues exactly."""
+    _run_app(_open_session(session_id, sessions_dir))
 
 
 @main.command()
@@ -137,14 +140,7 @@ def resume(session_id: str | None, sessions_dir: Path | None) -> None:
 @sessions_dir_opt
 def score(session_id: str | None, sessions_dir: Path | None) -> None:
     """Score a session once without the screen (the clock is left as it is)."""
-    from .session import Session, SessionMeta
-    from .store import Store
-
-    settings = _settings(sessions_dir)
-    folder = workstation.find_session(settings.sessions, session_id)
-    meta = SessionMeta.load(folder / "session.json")
-    env = workstation.catalog(settings).get(meta.env_id)
-    session = Session.open(folder, env, workstation.runtime_for(meta, settings), store=Store(settings.sessions))
+    session = _open_session(session_id, sessions_dir)
     try:
         rec = session.score()
     finally:

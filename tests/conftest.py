@@ -95,3 +95,24 @@ def docker_runtime(docker_client, settings):
     for c in left:
         c.remove(force=True)
     assert not left, f"containers left behind: {[c.name for c in left]}"
+
+
+@pytest.fixture
+def toy_session(tmp_path, fake_clock):
+    """Make sessions of the toy fixture environment on the local runtime with the fake clock."""
+    from rebench_tui.runtime.local import LocalRuntime
+    from rebench_tui.session import Session
+    from rebench_tui.store import Store
+
+    made = []
+
+    def make(env_root: Path = FIXTURE_ENVS, **kw):
+        env = load_catalog(env_root, KNOWN_IMAGES).get("toy_score")
+        s = Session.create(env, "smoke", LocalRuntime(), tmp_path / "sessions", clock=fake_clock,
+                           store=Store(tmp_path / "sessions"), **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.lock.release()

@@ -156,16 +156,22 @@ class ImageBuilder:
             cmd.append(f"--hook-dir={hooks}")
         cmd += [r.suite, str(out)]
         self.progress(f"rootfs: building Debian {r.suite} with mmdebstrap (about 40 s)")
+        code, tail = self._stream(cmd, "rootfs", lambda line: line[3:] if line.startswith("I: ") else None)
+        if code != 0:
+            raise RebenchError("mmdebstrap failed:\n" + "\n".join(tail), fix="check apt's sources and that you are root")
+
+    def _stream(self, cmd: list[str], label: str, show: Callable[[str], str | None]) -> tuple[int, list[str]]:
+        """Run a command, passing the lines ``show`` keeps to progress; returns (exit code, last lines)."""
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         tail: list[str] = []
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip()
             tail = (tail + [line])[-20:]
-            if line.startswith("I: "):
-                self.progress("rootfs: " + line[3:])
-        if proc.wait() != 0:
-            raise RebenchError("mmdebstrap failed:\n" + "\n".join(tail), fix="check apt's sources and that you are root")
+            shown = show(line)
+            if shown is not None:
+                self.progress(f"{label}: {shown}")
+        return proc.wait(), tail
 
     # -- wheels ---------------------------------------------------------------------------
     def _download_wheels(self, name: str, recipe: ImageRecipe) -> Path:
@@ -182,16 +188,10 @@ class ImageBuilder:
             cmd += ["--platform", p]
         cmd += recipe.wheels
         self.progress(f"{name}: downloading wheels {' '.join(recipe.wheels)} into {folder}")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        tail: list[str] = []
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip()
-            tail = (tail + [line])[-15:]
-            if line.startswith(("Collecting", "Saved", "Downloading", "File was already")):
-                self.progress(f"{name}: {line}")
-        if proc.wait() != 0:
-            raise RebenchError(f"downloading wheels for {name} failed:\n" + "\n".join(tail),
+        shown = ("Collecting", "Saved", "Downloading", "File was already")
+        code, tail = self._stream(cmd, name, lambda line: line if line.startswith(shown) else None)
+        if code != 0:
+            raise RebenchError(f"downloading wheels for {name} failed:\n" + "\n".join(tail[-15:]),
                                kept=f"partial downloads in {folder} (pip resumes from them)",
                                fix="check network access to PyPI (pip config, proxies), then run again")
         done.write_text("\n".join(sorted(p.name for p in folder.glob("*.whl"))))

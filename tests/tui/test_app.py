@@ -10,34 +10,19 @@ import math
 import pytest
 from textual.widgets import Digits
 
-from rebench_tui.catalog import load_catalog
-from rebench_tui.runtime.local import LocalRuntime
-from rebench_tui.session import Session
-from rebench_tui.store import Store
 from rebench_tui.trajectory.audit import read_entries, validate_file
 from rebench_tui.tui.app import RebenchApp
 from rebench_tui.tui.screens.dialogs import NoteScreen, QuitScreen, SubmitScreen
 from rebench_tui.tui.widgets.file_feed import FileFeed
 from rebench_tui.tui.widgets.score_history import ScoreTable
-from tests.conftest import FIXTURE_ENVS, KNOWN_IMAGES
+from tests.conftest import FIXTURE_ENVS
 
 SIZE = (140, 42)
 
 
 @pytest.fixture
-def session_for(tmp_path, fake_clock):
-    made = []
-
-    def make(env_root=FIXTURE_ENVS, **kw):
-        env = load_catalog(env_root, KNOWN_IMAGES).get("toy_score")
-        s = Session.create(env, "smoke", LocalRuntime(), tmp_path / "sessions", clock=fake_clock,
-                           store=Store(tmp_path / "sessions"), **kw)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.lock.release()
+def session_for(toy_session):
+    return toy_session
 
 
 def digits(app) -> str:

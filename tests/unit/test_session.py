@@ -11,7 +11,6 @@ from rebench_tui.errors import SessionError
 from rebench_tui.runtime.local import LocalRuntime
 from rebench_tui.session import Session, SessionMeta
 from rebench_tui.session.session import ScoringBusy
-from rebench_tui.store import Store
 from rebench_tui.trajectory.audit import read_entries, validate_file
 
 
@@ -21,18 +20,8 @@ def toy(fixture_catalog):
 
 
 @pytest.fixture
-def make_session(toy, tmp_path, fake_clock):
-    made = []
-
-    def make(**kw):
-        s = Session.create(toy, "smoke", LocalRuntime(), tmp_path / "sessions", clock=fake_clock,
-                           store=Store(tmp_path / "sessions"), **kw)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.lock.release()
+def make_session(toy_session):
+    return toy_session
 
 
 def answer(s, text):
