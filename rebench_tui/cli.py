@@ -99,6 +99,7 @@ def _run_app(session) -> None:
 @sessions_dir_opt
 def start(env_id: str, profile: str | None, time_limit: str | None, runtime_kind: str, host: str | None, sessions_dir: Path | None) -> None:
     """Open ENV_ID in a new session and start the clock."""
+    from .assets import AssetStore
     from .session import Session
     from .store import Store
 
@@ -112,7 +113,7 @@ def start(env_id: str, profile: str | None, time_limit: str | None, runtime_kind
                   + ("" if choice.runtime.isolated else " (NOT ISOLATED)") + ". Scores from it are not comparable with GPU runs.",
                   highlight=False)
     session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
-                             store=Store(settings.sessions), progress=_progress)
+                             store=Store(settings.sessions), progress=_progress, asset_store=AssetStore(settings.cache_dir))
     _run_app(session)
 
 
@@ -195,6 +196,54 @@ def stop(session_id: str, remove: bool, sessions_dir: Path | None) -> None:
         if remove:
             c.remove(force=True)
     err.print(f"{'removed' if remove else 'stopped'} {len(found)} container(s) of {meta.id}; records stay in {folder}")
+
+
+@main.command()
+@click.argument("env_ids", nargs=-1)
+@click.option("--all", "all_envs", is_flag=True, help="every environment that has assets")
+@click.option("--synthetic", is_flag=True, help="build small assets offline (the smoke profile's; with --profile gpu: full-size shapes, random weights)")
+@click.option("--profile", type=click.Choice(["gpu", "smoke"]), default=None, help="default: smoke with --synthetic, else gpu")
+@click.option("--from", "source", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="import from DIR: a prepared folder with MANIFEST.json (checked by checksum), or downloaded files the environment's prepare.py reads")
+@click.option("--force", is_flag=True, help="rebuild even if ready")
+@click.option("--verify", "verify_only", is_flag=True, help="only check the prepared files' checksums")
+def prepare(env_ids: tuple[str, ...], all_envs: bool, synthetic: bool, profile: str | None, source: Path | None,
+            force: bool, verify_only: bool) -> None:
+    """Build an environment's assets (models, data) into the cache. Resumable; a second run does nothing."""
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    from .assets import AssetProgress, AssetStore
+
+    settings = _settings()
+    cat = workstation.catalog(settings)
+    if all_envs:
+        envs = [e for e in cat.environments.values() if e.manifest.assets is not None]
+    elif env_ids:
+        envs = [cat.get(e) for e in env_ids]
+    else:
+        raise RebenchError("name an environment (or --all)", fix="e.g. `rebench-tui prepare fix_embedding --synthetic`")
+    store = AssetStore(settings.cache_dir)
+    prof = profile or ("smoke" if synthetic else "gpu")
+    mode = "from" if source is not None else ("synthetic" if synthetic else "fetch")
+    failed = 0
+    for env in envs:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+                      console=err, transient=True) as bar:
+            task = bar.add_task(env.id, total=None)
+
+            def update(done: float, total: float, label: str, _task=task) -> None:
+                bar.update(_task, completed=done, total=total or None, description=f"{env.id}: {label}"[:70])
+
+            prog = AssetProgress(update, lambda text: bar.console.print(text, highlight=False, markup=False))
+            if verify_only:
+                problems = store.verify(env, prof, prog)
+                failed += bool(problems)
+                bar.console.print(f"{env.id} ({prof}): " + ("all checksums match" if not problems else "\n  ".join(["PROBLEMS:", *problems])),
+                                  highlight=False, markup=False)
+            else:
+                store.prepare(env, prof, mode, source=source, force=force, progress=prog)
+    if failed:
+        sys.exit(1)
 
 
 @main.group()

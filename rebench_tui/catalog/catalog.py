@@ -115,6 +115,8 @@ def load_environment(folder: Path, known_images: Iterable[str] | None = None) ->
         scorer = folder / "protected" / manifest.score.scorer
         if not scorer.is_file():
             problems.append(Problem(manifest_path, "score.scorer", f"{manifest.score.scorer!r} is not a file in protected/"))
+        if manifest.assets is not None and not (folder / manifest.assets.prepare).is_file():
+            problems.append(Problem(manifest_path, "assets.prepare", f"{manifest.assets.prepare!r} is not a file in the environment folder"))
         if known_images is not None:
             known = set(known_images)
             for name, prof in manifest.profiles.items():

@@ -66,6 +66,10 @@ class ScoreSpec(_Strict):
     user: str = "root"
 
 
+class AssetsSpec(_Strict):
+    prepare: str = Field(min_length=1, description="script in the environment folder that builds the assets")
+
+
 class TimeSpec(_Strict):
     limit: Duration = 8 * 3600.0
 
@@ -97,6 +101,7 @@ class Manifest(_Strict):
     score: ScoreSpec
     time: TimeSpec = Field(default_factory=TimeSpec)
     resources: Resources = Field(default_factory=Resources)
+    assets: AssetsSpec | None = None
     # Keys are checked per entry so an unknown profile is reported beside every other problem.
     profiles: dict[Literal["gpu", "smoke"], ProfileSpec] = Field(min_length=1)
 

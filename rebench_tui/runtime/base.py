@@ -23,6 +23,9 @@ ProgressFn = Callable[[str], None]
 SUPERVISOR = Path(__file__).with_name("supervise.py")
 STATUS_MARKER = b"\x1erebench-exec "
 
+ASSETS_DIR = "assets"  # participant assets appear as ~/assets; held-out ones as <protected>/assets
+STARTING_SOLUTION_DIR = "starting_solution"  # a pristine copy of solution/ under the protected folder
+
 LABEL_MANAGED = "rebench.managed"
 LABEL_SESSION = "rebench.session"
 LABEL_ENV = "rebench.env"
@@ -51,6 +54,7 @@ class SandboxSpec:
     workspace: Path  # host folder that becomes the participant's home
     state_dir: Path  # host folder for runtime bookkeeping (local runtime: protected copy, pid files)
     extra_env: dict[str, str] = field(default_factory=dict)
+    assets: Path | None = None  # a prepared asset folder: workspace/ -> ~/assets (read-only), protected/ -> /protected/assets
 
     @property
     def labels(self) -> dict[str, str]:

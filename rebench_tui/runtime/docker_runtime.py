@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+import tempfile
 import threading
 import time
 import uuid
@@ -19,7 +20,9 @@ from typing import Any, Sequence
 from ..catalog import Environment, Profile
 from ..errors import RebenchError, RuntimeUnavailable
 from .base import (
+    ASSETS_DIR,
     LABEL_MANAGED,
+    STARTING_SOLUTION_DIR,
     LABEL_SESSION,
     SUPERVISOR,
     ExecResult,
@@ -209,6 +212,8 @@ class DockerRuntime(Runtime):
             volumes={str(spec.workspace.resolve()): {"bind": HOME, "mode": "rw"}},
             shm_size="1g",
         )
+        if spec.assets is not None and (spec.assets / "workspace").is_dir():
+            kwargs["volumes"][str((spec.assets / "workspace").resolve())] = {"bind": f"{HOME}/{ASSETS_DIR}", "mode": "ro"}
         if prof.cpus:
             ncpu = self.engine_cpus()
             cpus = min(prof.cpus, ncpu)
@@ -237,11 +242,31 @@ class DockerRuntime(Runtime):
                                fix="see `docker logs` on the engine; run `rebench-tui doctor`") from None
         sandbox = DockerSandbox(self, container, spec)
         self._install_supervisor(container)
+        self._install_protected(container, spec, progress)
+        # Only what the session put there: a read-only assets mount must not be touched.
+        owned = " ".join(f"{HOME}/{p.name}" for p in spec.workspace.iterdir() if p.name != ASSETS_DIR)
         rc, out = container.exec_run(["sh", "-c", f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR} && chown agent:agent {HOME} "
-                                      f"&& chown -R agent:agent {HOME}"], user="root")
+                                      f"&& chown -R agent:agent {owned}"], user="root")
         if rc != 0:
             raise RebenchError(f"preparing the container failed: {out.decode(errors='replace')}", kept="the container and the session folder")
         return sandbox
+
+    def _install_protected(self, container: Any, spec: SandboxSpec, progress: ProgressFn) -> None:
+        """A pristine starting solution and the held-out assets under /protected, root:protected 0750."""
+        with tempfile.TemporaryFile() as tmp:
+            with tarfile.open(fileobj=tmp, mode="w") as tar:
+                tar.add(str(spec.env.solution_dir), arcname=STARTING_SOLUTION_DIR)
+                held_out = None if spec.assets is None else spec.assets / "protected"
+                if held_out is not None and held_out.is_dir():
+                    progress(f"copying held-out assets into {PROTECTED}/{ASSETS_DIR}")
+                    tar.add(str(held_out), arcname=ASSETS_DIR)
+            tmp.seek(0)
+            container.put_archive(PROTECTED, tmp)
+        paths = f"{PROTECTED}/{STARTING_SOLUTION_DIR} {PROTECTED}/{ASSETS_DIR}"
+        rc, out = container.exec_run(["sh", "-c", f"mkdir -p {PROTECTED}/{ASSETS_DIR} && chown -R root:protected {paths} "
+                                      f"&& chmod -R u=rwX,g=rX,o= {paths}"], user="root")
+        if rc != 0:
+            raise RebenchError(f"setting up {PROTECTED} failed: {out.decode(errors='replace')}", kept="the container and the session folder")
 
     def _install_supervisor(self, container: Any) -> None:
         buf = io.BytesIO()

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..catalog import Environment, Profile
-from .base import SUPERVISOR, ExecResult, OutputFn, ProgressFn, Runtime, Sandbox, SandboxSpec, StatusFilter, supervisor_argv
+from .base import ASSETS_DIR, STARTING_SOLUTION_DIR, SUPERVISOR, ExecResult, OutputFn, ProgressFn, Runtime, Sandbox, SandboxSpec, StatusFilter, supervisor_argv
 
 
 def _pump(stream, name: str, sink: StatusFilter, lock: threading.Lock) -> None:
@@ -130,6 +130,14 @@ class LocalRuntime(Runtime):
         protected = spec.state_dir / "protected"
         progress(f"copying the protected files to {protected} (readable by you: the local runtime is not isolated)")
         shutil.copytree(spec.env.protected_dir, protected, dirs_exist_ok=True)
+        shutil.copytree(spec.env.solution_dir, protected / STARTING_SOLUTION_DIR, dirs_exist_ok=True)
+        if spec.assets is not None:
+            if (spec.assets / "protected").is_dir():
+                shutil.copytree(spec.assets / "protected", protected / ASSETS_DIR, dirs_exist_ok=True)
+            if (spec.assets / "workspace").is_dir():
+                link = spec.workspace / ASSETS_DIR
+                link.unlink(missing_ok=True)
+                link.symlink_to((spec.assets / "workspace").resolve(), target_is_directory=True)
         (spec.state_dir / "run").mkdir(parents=True, exist_ok=True)
         return LocalSandbox(spec)
 

@@ -68,10 +68,13 @@ def human_size(n: int) -> str:
 
 
 def is_ignored(rel: str, patterns: tuple[str, ...] = DEFAULT_IGNORE) -> bool:
+    """A pattern with a slash matches a path from the workspace root (``assets/``, ``a/b``);
+    one without matches any path component by glob (``*.pyc``, ``__pycache__``)."""
     parts = rel.split("/")
     for pat in patterns:
         if "/" in pat:
-            if rel == pat or rel.startswith(pat + "/"):
+            anchored = pat.rstrip("/")
+            if rel == anchored or rel.startswith(anchored + "/"):
                 return True
         elif any(fnmatch.fnmatch(part, pat) for part in parts):
             return True

@@ -21,16 +21,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
+from ..assets import AssetStore
 from ..catalog import Environment
 from ..clock import Clock, SystemClock, WorkingClock, crossed_warnings, format_hms
 from ..errors import RebenchError, SessionError
 from ..runtime import Runtime, Sandbox, SandboxSpec
+from ..runtime.base import ASSETS_DIR
 from ..scoring import Aggregation, Direction, final_index, json_score, normalize, parse_scorer_output
 from ..store import Store
 from ..trajectory import score_log
 from ..trajectory.audit import AuditLog, read_entries
 from ..trajectory.entries import INT32_MAX, log
-from .files import FileChange, FileWatcher, human_size
+from .files import DEFAULT_IGNORE, FileChange, FileWatcher, human_size
 from .lock import SessionLock
 from .records import ClockModel, Pause, ScoreRecord, SessionMeta
 
@@ -104,9 +106,15 @@ class Session:
     @classmethod
     def create(cls, env: Environment, profile_name: str, runtime: Runtime, sessions_dir: Path, *,
                time_limit_s: float | None = None, clock: Clock | None = None, store: Store | None = None,
-               progress: Callable[[str], None] = lambda _m: None, extra_env: dict[str, str] | None = None) -> "Session":
+               progress: Callable[[str], None] = lambda _m: None, extra_env: dict[str, str] | None = None,
+               asset_store: AssetStore | None = None) -> "Session":
         clock = clock or SystemClock()
         profile = env.profile(profile_name)
+        assets = None
+        if env.manifest.assets is not None:
+            if asset_store is None:
+                raise SessionError(f"{env.id} needs prepared assets and no asset store was given")
+            assets = asset_store.require(env, profile.name)  # fails fast, naming the prepare command
         image = runtime.ensure_image(env, profile, progress)
         now = clock.time()
         sid = new_session_id(env.id, now)
@@ -118,7 +126,7 @@ class Session:
         shutil.copytree(env.solution_dir, workspace / "solution")
         (workspace / "instructions.txt").write_text(env.instructions, encoding="utf-8")
         spec = SandboxSpec(session_id=sid, env=env, profile=profile, workspace=workspace, state_dir=state,
-                           extra_env=dict(extra_env or {}))
+                           extra_env=dict(extra_env or {}), assets=None if assets is None else assets.folder)
         try:
             sandbox = runtime.create(spec, image, progress)
         except BaseException:
@@ -135,7 +143,9 @@ class Session:
             reference_score=profile.reference_score, score_timeout_s=profile.score_timeout,
             metadata={"rebench_tui": __version__, "python": platform.python_version(), "hostname": socket.gethostname(),
                       "user": getpass.getuser(), "isInteractive": True, "environment_path": str(env.path),
-                      "sandbox": desc},
+                      "sandbox": desc,
+                      "assets": None if assets is None else {"folder": str(assets.folder), "mode": assets.mode,
+                                                             "manifest_sha256": assets.digest}},
         )
         meta.save(folder / META)
         score_log.ensure(folder / SCORE_LOG)
@@ -162,8 +172,9 @@ class Session:
         if not meta_path.is_file():
             raise SessionError(f"no session at {folder} (missing {META})", fix="`rebench-tui sessions` lists the sessions")
         meta = SessionMeta.load(meta_path)
+        assets = (meta.metadata.get("assets") or {}).get("folder")
         spec = SandboxSpec(session_id=meta.id, env=env, profile=env.profile(meta.profile), workspace=folder / WORKSPACE,
-                           state_dir=folder / STATE)
+                           state_dir=folder / STATE, assets=None if assets is None else Path(assets))
         lock = SessionLock(folder / LOCK)
         lock_note = lock.acquire()
         try:
@@ -241,7 +252,9 @@ class Session:
     # -- files ----------------------------------------------------------------------------
     def start_watching(self, interval: float = 0.2) -> FileWatcher:
         if self.watcher is None:
-            self.watcher = FileWatcher(self.workspace, self._record_files, self.folder / STATE / FILES_STATE, interval=interval)
+            ignore = DEFAULT_IGNORE + (f"{ASSETS_DIR}/",)  # the read-only assets mount is not the participant's work
+            self.watcher = FileWatcher(self.workspace, self._record_files, self.folder / STATE / FILES_STATE,
+                                       ignore=ignore, interval=interval)
             self.watcher.start()
         return self.watcher
 
