@@ -30,9 +30,8 @@ def fake_clock() -> FakeClock:
 
 @pytest.fixture
 def catalog():
-    cat = load_catalog(ROOT / "environments", KNOWN_IMAGES)
-    assert not cat.problems, cat.problems
-    return cat
+    """The shipped environments (test_catalog checks that none has a problem)."""
+    return load_catalog(ROOT / "environments", KNOWN_IMAGES)
 
 
 @pytest.fixture

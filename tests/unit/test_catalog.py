@@ -10,6 +10,11 @@ from tests.conftest import KNOWN_IMAGES, ROOT
 import pytest
 
 
+def test_every_shipped_environment_is_valid(catalog):
+    assert catalog.problems == []
+    assert {"triton_cumsum", "fix_embedding"} <= set(catalog.environments)
+
+
 def test_shipped_environments_load(catalog):
     env = catalog.get("triton_cumsum")
     m = env.manifest
