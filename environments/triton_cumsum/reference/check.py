@@ -25,8 +25,18 @@ if os.environ.get("REF_INC_EVERY"):
     sol._INC_EVERY = int(os.environ["REF_INC_EVERY"])
 if os.environ.get("REF_EPOCH_LIMIT"):  # force epoch wrap-around (status buffer re-zeroed)
     sol._EPOCH_LIMIT = int(os.environ["REF_EPOCH_LIMIT"])
+if os.environ.get("REF_TICKET_LIMIT"):
+    sol._TICKET_LIMIT = int(os.environ["REF_TICKET_LIMIT"])
+if os.environ.get("REF_USE_PID"):
+    sol._USE_PID = True
 if os.environ.get("REF_PPSM"):
     sol.PROGRAMS_PER_SM = int(os.environ["REF_PPSM"])
+if os.environ.get("REF_MODE"):
+    sol.MODE = os.environ["REF_MODE"]
+if os.environ.get("REF_BLOCK3"):
+    sol.BLOCK3 = int(os.environ["REF_BLOCK3"])
+if os.environ.get("REF_SPINE_CHUNK"):
+    sol.SPINE_CHUNK = int(os.environ["REF_SPINE_CHUNK"])
 if os.environ.get("REF_LOOKBACK"):
     sol.LOOKBACK = int(os.environ["REF_LOOKBACK"])
 score = load(os.path.join(HERE, "..", "protected", "score.py"), "scorer")

@@ -1,60 +1,104 @@
-"""Reference solution for triton_cumsum: a single-pass Triton scan with decoupled look-back.
+"""Reference solution for triton_cumsum: Triton scans for a parity-conditioned prefix sum.
 
     y[i] = sum of x[j] for j <= i such that the number of positive values in x[0:j]
            (strictly before j) is odd.
 
-Algorithm (one kernel launch, one read of x and one write of y):
+Per tile of consecutive elements the summary is (P, S, T): P = parity of its positives, S = sum
+of x at positions whose parity of positives *before them inside the tile* is odd, T = sum of all
+x. Entering a tile with parity Pin, the tile adds (S if Pin == 0 else T - S) to the running sum.
+The summaries combine associatively:
+    (P1,S1,T1) then (P2,S2,T2) = (P1 ^ P2, S1 + (T2 - S2 if P1 else S2), T1 + T2).
+Inside a tile: parity = exclusive cumsum of (x > 0), & 1; then y = Yin + cumsum(x where
+parity ^ Pin is odd). All arithmetic is int32 and exact (|y| <= 10 * 1e8 for these inputs).
 
-* Each program takes a tile of BLOCK consecutive elements. Its tile index comes from an atomic
-  ticket counter (not from program_id), so a tile only ever waits on tiles whose programs are
-  already running: no dead-lock whatever order the hardware schedules programs in.
-* For a tile the summary is (P, S, T): P = parity of its positives, S = sum of x at positions
-  whose parity of positives *before them inside the tile* is odd, T = sum of all x. Entering a
-  tile with parity Pin, the tile adds (S if Pin == 0 else T - S) to the running sum. These
-  summaries combine associatively: (P1,S1,T1)(P2,S2,T2) = (P1^P2, S1 + (P2 ? ...)) etc.
-* The tile computes its summary (a cumsum of the positive flags, then reductions), publishes
-  it at once as an AGGREGATE in a 64-bit status word, then looks back over its predecessors'
-  status words, a window of LOOKBACK words at a time (one vector load), until it meets an
-  INCLUSIVE word (parity and running sum up to and including that tile). It then publishes its
-  own INCLUSIVE word and writes y = Yin + cumsum(x where the global parity is odd).
+Two implementations; MODE below picks one (the default is the one that measured fastest on an
+H200, see README.md):
+
+MODE = "three" (default): reduce-then-scan, three launches, x read twice.
+  1. _reduce_kernel: one program per tile of BLOCK3 elements writes the tile's (P, S, T).
+  2. _spine_kernel: one program scans the tile summaries in chunks of SPINE_CHUNK (the next
+     chunk's loads are issued before the current chunk is scanned) and writes, per tile, the
+     parity and running sum entering it.
+  3. _downsweep_kernel: one program per tile, last tile first (the end of x is what pass 1 left
+     in L2), rescans its tile and writes y.
+
+MODE = "single": one launch, decoupled look-back (x read once).
+* Each program takes a tile of BLOCK elements. Its tile index comes from an atomic ticket
+  counter (not from program_id), so a tile only ever waits on tiles whose programs are already
+  running: no dead-lock whatever order the hardware schedules programs in.
+* The tile computes its summary, publishes it at once as an AGGREGATE in a 64-bit status word,
+  then looks back over its predecessors' status words, LOOKBACK words at a time (one vector
+  load), until it meets an INCLUSIVE word (parity and running sum through that tile). It then
+  publishes its own INCLUSIVE word and writes y.
 * Status words carry an epoch (call number) in their high bits, so the status buffer and ticket
   counter are reused across calls with no clearing launch; they are cleared only on first use,
   on growth, and when the epoch or ticket counter would wrap.
+* Packing of the 64-bit status word (bits):
+    [0, 20)  AGGREGATE: S + 2**19      | INCLUSIVE: running sum Y as uint32 in [0, 32)
+    [20, 40) AGGREGATE: T + 2**19      |
+    40       parity P (aggregate: the tile's; inclusive: through the end of the tile)
+    41       1 = INCLUSIVE, 0 = AGGREGATE
+    [42, 62) epoch (1 .. 2**20 - 1); 0 means "never written in this buffer"
+  The 20-bit fields hold |S|, |T| <= 10 * BLOCK (at most 163,840 for BLOCK <= 16384) < 2**19
+  for the inputs this task draws (int32 values in [-10, 10)); inputs with |x| >= 2**19 / BLOCK
+  (256 for a 2048-element tile) could overflow them. (MODE = "three" has no such limit.)
+* On an H200 it measured slower than MODE = "three" (0.48 ms against 0.41 ms at 1e8; the
+  look-back's waiting costs more than the second read of x saves, with Triton's scans).
 
-Packing of the 64-bit status word (bits):
-  [0, 20)  AGGREGATE: S + 2**19      | INCLUSIVE: running sum Y as uint32 in [0, 32)
-  [20, 40) AGGREGATE: T + 2**19      |
-  40       parity P (aggregate: the tile's; inclusive: through the end of the tile)
-  41       1 = INCLUSIVE, 0 = AGGREGATE
-  [42, 62) epoch (1 .. 2**20 - 1); 0 means "never written in this buffer"
-The 20-bit fields hold |S|, |T| <= 10 * BLOCK = 81,920 < 2**19 for the inputs this task draws
-(int32 values in [-10, 10)); values with |x| > 2**19 / BLOCK (= 64) would not fit. Running sums
-and outputs are int32, which is exact as long as the true prefix sums fit in int32 (they do for
-these inputs: |y| <= 10 * 1e8).
-
-Interpreter / CPU: under TRITON_INTERPRET=1 the interpreter runs programs one after another in
-program-id order, and the ticket counter then hands out tickets in the same order, so every
-look-back finds its predecessor's INCLUSIVE word already written and never spins. The same
-single-pass kernel therefore runs unchanged on CPU tensors (used by the CPU smoke profile);
-no multi-pass fallback is needed (checked locally at many lengths).
+Interpreter / CPU (TRITON_INTERPRET=1, the smoke profile): both modes run unchanged on CPU
+tensors. MODE = "three" has no waiting between programs at all. In MODE = "single" the
+interpreter runs programs one after another in program-id order, the ticket counter hands out
+tickets in that same order, and so every look-back finds its predecessor's INCLUSIVE word
+already written and never spins. No separate CPU fallback is needed; both modes were checked at
+many lengths under the interpreter.
 """
 
 import torch
 import triton
 import triton.language as tl
 
-BLOCK = 8192
-NUM_WARPS = 16
+# ---- configuration (chosen by bench.py on an H200; see README.md) ----------------------------
+# MODE: "single" = one-pass look-back kernel (default); "three" = reduce-then-scan, 3 launches.
+MODE = "three"
+# single mode: elements per tile, warps per program, status words read per look-back step
+BLOCK = 2048
+NUM_WARPS = 4
 LOOKBACK = 32
-PROGRAMS_PER_SM = 0  # 0: one program per tile; > 0: persistent kernel with this many per SM
-_INC_EVERY = 1  # test knob, see _tile_scan
+# single mode: 0 = one program per tile; > 0 = persistent kernel with this many programs per SM
+PROGRAMS_PER_SM = 0
+# single mode: one tuple reduction for the tile's three sums; both output scans before look-back
+TUPLE_SUM = False
+EARLY_SCAN = False
+# three mode: elements per tile and warps (reduce and down-sweep), spine chunk and warps
+BLOCK3 = 2048
+WARPS3 = 4
+SPINE_CHUNK = 8192
+SPINE_WARPS = 16
+# single mode: re-launch compiled kernels through their launcher directly (see _launch_single)
+FAST_LAUNCH = True
+# test / diagnostic knobs (leave as they are): see _tile_scan
+_INC_EVERY = 1
+_DIAG_NO_LOOKBACK = False
+_USE_PID = False
 
 _EPOCH_LIMIT = 1 << 20
 _TICKET_LIMIT = 1 << 30
 
 
 @triton.jit
-def _tile_scan(x, tile, status_ptr, epoch, LOOKBACK: tl.constexpr, INC_EVERY: tl.constexpr):
+def _add3(a0, a1, a2, b0, b1, b2):
+    return a0 + b0, a1 + b1, a2 + b2
+
+
+@triton.jit
+def _add4(a0, a1, a2, a3, b0, b1, b2, b3):
+    return a0 + b0, a1 + b1, a2 + b2, a3 + b3
+
+
+@triton.jit
+def _tile_scan(x, tile, status_ptr, epoch, LOOKBACK: tl.constexpr, INC_EVERY: tl.constexpr,
+               DIAG_NO_LOOKBACK: tl.constexpr = False, TUPLE_SUM: tl.constexpr = False,
+               EARLY_SCAN: tl.constexpr = False):
     """Scan one tile (x holds its BLOCK values, zeros past the end); returns its y values."""
     # INC_EVERY > 1 is a test knob only: tiles whose index is not a multiple of it leave their
     # AGGREGATE word in place instead of the INCLUSIVE one, so that look-back has to combine
@@ -65,13 +109,22 @@ def _tile_scan(x, tile, status_ptr, epoch, LOOKBACK: tl.constexpr, INC_EVERY: tl
     cpos = tl.cumsum(pos, axis=0)              # inclusive count of positives in the tile
     odd = (cpos - pos) & 1                     # parity of positives strictly before, in tile
     xs = tl.where(odd != 0, x, 0)
-    P = tl.sum(pos, axis=0) & 1
-    S = tl.sum(xs, axis=0)
-    T = tl.sum(x, axis=0)
+    if TUPLE_SUM:
+        P, S, T = tl.reduce((pos, xs, x), 0, _add3)   # one reduction pass for the three sums
+    else:                                            # three passes, fewer live registers
+        P = tl.sum(pos, axis=0)
+        S = tl.sum(xs, axis=0)
+        T = tl.sum(x, axis=0)
+    P = P & 1
+    if EARLY_SCAN:
+        # both candidate output scans before the look-back (more work, but done while the
+        # predecessors are still publishing): K0 = kept values if Pin == 0, X = all values
+        K0 = tl.cumsum(xs, axis=0)
+        X = tl.cumsum(x, axis=0)
 
     ep = epoch.to(tl.int64) << 42
     status_tile = status_ptr + tile
-    if tile == 0:
+    if DIAG_NO_LOOKBACK or tile == 0:  # DIAG_NO_LOOKBACK: timing diagnostic only, wrong y
         Pin = P * 0
         Yin = S * 0
     else:
@@ -99,25 +152,28 @@ def _tile_scan(x, tile, status_ptr, epoch, LOOKBACK: tl.constexpr, INC_EVERY: tl
                 w = tl.load(status_ptr + k, mask=kin, other=0, volatile=True)
                 valid = ((w >> 42) == epoch) & kin
                 inc = valid & (((w >> 41) & 1) != 0)
-                last_inc = tl.max(tl.where(inc, k, -1), axis=0)
-                need = (k > last_inc) & kin
-                missing = tl.sum((need & (valid == 0)).to(tl.int32), axis=0)
-                ready = missing == 0
+                # one max finds the latest word that is INCLUSIVE (key 2k+1) or not yet
+                # written (key 2k); valid AGGREGATE words and k < 0 give -1. Ready when that
+                # latest word is INCLUSIVE (odd key) or when none is either (all aggregates).
+                key = tl.where(inc, 2 * k + 1, tl.where(valid | (kin == 0), -1, 2 * k))
+                top = tl.max(key, axis=0)
+                ready = (top < 0) | ((top & 1) == 1)
+                last_inc = tl.where(top >= 0, top >> 1, -1)
             # combine the aggregates after the last inclusive word, in order
             seg = (k > last_inc) & kin
             wp = tl.where(seg, ((w >> 40) & 1).to(tl.int32), 0)
             ws = tl.where(seg, ((w & 0xFFFFF) - (1 << 19)).to(tl.int32), 0)
             wt = tl.where(seg, (((w >> 20) & 0xFFFFF) - (1 << 19)).to(tl.int32), 0)
             epar = (tl.cumsum(wp, axis=0) - wp) & 1    # parity entering each tile of the segment
-            segS = tl.sum(tl.where(epar != 0, wt - ws, ws), axis=0)
-            segT = tl.sum(wt, axis=0)
-            segP = tl.sum(wp, axis=0) & 1
+            wc = tl.where(epar != 0, wt - ws, ws)
+            wi = tl.where(k == last_inc, w, 0)        # the INCLUSIVE word, if any
+            segP, segS, segT, winc = tl.reduce((wp, wc, wt, wi), 0, _add4)
+            segP = segP & 1
             # acc = seg ++ acc
             accS = segS + tl.where(segP != 0, accT - accS, accS)
             accT = segT + accT
             accP = segP ^ accP
             if last_inc >= 0:
-                winc = tl.sum(tl.where(k == last_inc, w, 0), axis=0)
                 incP = ((winc >> 40) & 1).to(tl.int32)
                 incY = ((winc << 32) >> 32).to(tl.int32)     # sign-extend the low 32 bits
                 Pin = incP ^ accP
@@ -138,24 +194,38 @@ def _tile_scan(x, tile, status_ptr, epoch, LOOKBACK: tl.constexpr, INC_EVERY: tl
             tl.atomic_xchg(status_tile, inc_word)
 
     # ---- output ---------------------------------------------------------------------------
-    kept = tl.where((odd ^ Pin) != 0, x, 0)
-    y = Yin + tl.cumsum(kept, axis=0)
+    if EARLY_SCAN:
+        y = Yin + tl.where(Pin != 0, X - K0, K0)
+    else:
+        kept = tl.where((odd ^ Pin) != 0, x, 0)
+        y = Yin + tl.cumsum(kept, axis=0)
     return y
 
 
-@triton.jit
+# Scalars that change from call to call are not specialized on (Triton would otherwise compile
+# a new variant the first time e.g. epoch % 16 == 0, possibly inside a timed call). n stays
+# specialized: n % 16 == 0 lets the masked loads and stores be 16 bytes wide.
+@triton.jit(do_not_specialize=["ticket_base", "epoch"])
 def _scan_kernel(x_ptr, y_ptr, status_ptr, ticket_ptr, n, ticket_base, epoch,
-                 BLOCK: tl.constexpr, LOOKBACK: tl.constexpr, INC_EVERY: tl.constexpr):
-    """One tile per program; the tile index is an atomic ticket."""
-    tile = tl.atomic_add(ticket_ptr, 1) - ticket_base
+                 BLOCK: tl.constexpr, LOOKBACK: tl.constexpr, INC_EVERY: tl.constexpr,
+                 DIAG_NO_LOOKBACK: tl.constexpr = False, USE_PID: tl.constexpr = False,
+                 TUPLE_SUM: tl.constexpr = False, EARLY_SCAN: tl.constexpr = False):
+    """One tile per program; the tile index is an atomic ticket. (USE_PID = True takes the
+    program id instead, which relies on the hardware starting programs in id order, as CUB's
+    look-back scan does; measured only, never the default.)"""
+    if USE_PID:
+        tile = tl.program_id(0)
+    else:
+        tile = tl.atomic_add(ticket_ptr, 1) - ticket_base
     offs = tile.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0)
-    y = _tile_scan(x, tile, status_ptr, epoch, LOOKBACK, INC_EVERY)
+    y = _tile_scan(x, tile, status_ptr, epoch, LOOKBACK, INC_EVERY, DIAG_NO_LOOKBACK, TUPLE_SUM,
+                   EARLY_SCAN)
     tl.store(y_ptr + offs, y, mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["tiles", "ticket_base", "epoch"])
 def _scan_kernel_persistent(x_ptr, y_ptr, status_ptr, ticket_ptr, n, tiles, ticket_base, epoch,
                             BLOCK: tl.constexpr, LOOKBACK: tl.constexpr,
                             INC_EVERY: tl.constexpr):
@@ -177,6 +247,89 @@ def _scan_kernel_persistent(x_ptr, y_ptr, status_ptr, ticket_ptr, n, tiles, tick
         tile = nxt
         offs = noffs
         x = xn
+
+
+# ---- reduce-then-scan (three launches; reads x twice) ---------------------------------------
+@triton.jit
+def _reduce_kernel(x_ptr, p_ptr, s_ptr, t_ptr, n, BLOCK: tl.constexpr, TUPLE: tl.constexpr):
+    tile = tl.program_id(0)
+    offs = tile.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    pos = (x > 0).to(tl.int32)
+    odd = (tl.cumsum(pos, axis=0) - pos) & 1
+    xs = tl.where(odd != 0, x, 0)
+    if TUPLE:  # one reduction pass (GPU); three plain sums under the interpreter (faster there)
+        P, S, T = tl.reduce((pos, xs, x), 0, _add3)
+    else:
+        P = tl.sum(pos, axis=0)
+        S = tl.sum(xs, axis=0)
+        T = tl.sum(x, axis=0)
+    P = P & 1
+    tl.store(p_ptr + tile, P)
+    tl.store(s_ptr + tile, S)
+    tl.store(t_ptr + tile, T)
+
+
+@triton.jit
+def _spine_kernel(p_ptr, s_ptr, t_ptr, tiles, CHUNK: tl.constexpr):
+    """One program: exclusive scan of the tile summaries, in place: p <- parity entering the
+    tile, s <- running sum entering the tile."""
+    Pin = tl.program_id(0) * 0
+    Yin = tl.program_id(0) * 0
+    ar = tl.arange(0, CHUNK)
+    p = tl.load(p_ptr + ar, mask=ar < tiles, other=0)
+    sv = tl.load(s_ptr + ar, mask=ar < tiles, other=0)
+    tv = tl.load(t_ptr + ar, mask=ar < tiles, other=0)
+    for start in range(0, tiles, CHUNK):
+        k = start + ar
+        m = k < tiles
+        # prefetch the next chunk before scanning this one
+        kn = k + CHUNK
+        mn = kn < tiles
+        pn = tl.load(p_ptr + kn, mask=mn, other=0)
+        svn = tl.load(s_ptr + kn, mask=mn, other=0)
+        tvn = tl.load(t_ptr + kn, mask=mn, other=0)
+        par = ((tl.cumsum(p, axis=0) - p) & 1) ^ Pin
+        c = tl.where(par != 0, tv - sv, sv)
+        cc = tl.cumsum(c, axis=0)
+        tl.store(p_ptr + k, par, mask=m)
+        tl.store(s_ptr + k, Yin + cc - c, mask=m)
+        Pin = Pin ^ (tl.sum(p, axis=0) & 1)
+        Yin = Yin + tl.sum(c, axis=0)
+        p = pn
+        sv = svn
+        tv = tvn
+
+
+@triton.jit
+def _downsweep_kernel(x_ptr, y_ptr, p_ptr, s_ptr, n, BLOCK: tl.constexpr):
+    # last tile first: the end of x is what the reduce pass left in L2
+    tile = tl.num_programs(0) - 1 - tl.program_id(0)
+    offs = tile.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0)
+    Pin = tl.load(p_ptr + tile)
+    Yin = tl.load(s_ptr + tile)
+    pos = (x > 0).to(tl.int32)
+    odd = (tl.cumsum(pos, axis=0) - pos) & 1
+    kept = tl.where((odd ^ Pin) != 0, x, 0)
+    tl.store(y_ptr + offs, Yin + tl.cumsum(kept, axis=0), mask=mask)
+
+
+_summ_bufs = {}
+
+
+def _three_pass(x, y, n):
+    tiles = triton.cdiv(n, BLOCK3)
+    key = (x.device.type, x.device.index)
+    summ = _summ_bufs.get(key)
+    if summ is None or summ.shape[1] < tiles:
+        summ = torch.empty((3, max(tiles, 1024)), dtype=torch.int32, device=x.device)
+        _summ_bufs[key] = summ
+    _reduce_kernel[(tiles,)](x, summ[0], summ[1], summ[2], n, BLOCK=BLOCK3, TUPLE=x.is_cuda,
+                             num_warps=WARPS3)
+    _spine_kernel[(1,)](summ[0], summ[1], summ[2], tiles, CHUNK=SPINE_CHUNK, num_warps=SPINE_WARPS)
+    _downsweep_kernel[(tiles,)](x, y, summ[0], summ[1], n, BLOCK=BLOCK3, num_warps=WARPS3)
 
 
 _sm_counts = {}
@@ -225,6 +378,46 @@ def _get_scratch(device, tiles):
     return s
 
 
+# Lean re-launch of an already compiled _scan_kernel. Triton's generic launch path (argument
+# binding, specialization key, cache look-up) costs host time, and the scorer's CUDA-event
+# window includes host time before the kernel reaches the GPU. Once a variant has been compiled
+# and launched the normal way, later calls with the same specialization (same device, same
+# n % 16 == 0 / n == 1 / n < 2**31 and 16-byte alignment of x and y) call the compiled kernel's launcher
+# directly, with the arguments Triton itself passes (all kernel arguments in order, constexprs
+# included). Any TypeError from that launcher (a Triton whose launcher differs) switches the
+# lean path off for good and falls back to the normal launch. Switch: FAST_LAUNCH above.
+_fast_kernels = {}
+_fast_ok = [True]
+
+
+def _launch_single(x, y, s, n, base, tiles):
+    # TUPLE_SUM only on the GPU: the interpreter runs a custom tl.reduce very slowly
+    args = (x, y, s.status, s.ticket, n, base, s.epoch, BLOCK, LOOKBACK, _INC_EVERY, _DIAG_NO_LOOKBACK,
+            _USE_PID, TUPLE_SUM and x.is_cuda, EARLY_SCAN)
+    key = None
+    if FAST_LAUNCH and _fast_ok[0] and x.is_cuda:
+        key = (x.device.index, n % 16 == 0, n == 1, n < 2**31, x.data_ptr() % 16 == 0, y.data_ptr() % 16 == 0,
+               BLOCK, LOOKBACK, NUM_WARPS, _INC_EVERY, _DIAG_NO_LOOKBACK, _USE_PID, TUPLE_SUM, EARLY_SCAN)
+        entry = _fast_kernels.get(key)
+        if entry is not None:
+            k, stream_of = entry
+            try:
+                k.run(tiles, 1, 1, stream_of(x.device.index), k.function, k.packed_metadata, None,
+                      None, None, *args)
+                return
+            except TypeError:
+                _fast_ok[0] = False
+    k = _scan_kernel[(tiles,)](*args, num_warps=NUM_WARPS)
+    if key is not None:
+        try:
+            stream_of = triton.runtime.driver.active.get_current_stream
+            if k is not None and callable(getattr(k, "run", None)) and hasattr(k, "function") \
+                    and hasattr(k, "packed_metadata"):
+                _fast_kernels[key] = (k, stream_of)
+        except Exception:  # noqa: BLE001 - no lean path on this Triton
+            _fast_ok[0] = False
+
+
 def prefix_sum(x: torch.Tensor) -> torch.Tensor:
     """Conditional prefix sum of a 1-D int32 tensor.
 
@@ -238,6 +431,9 @@ def prefix_sum(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty_like(x)
     if n == 0:
         return y
+    if MODE == "three":
+        _three_pass(x, y, n)
+        return y
     tiles = triton.cdiv(n, BLOCK)
     s = _get_scratch(x.device, tiles)
     base = s.ticket_base
@@ -248,8 +444,7 @@ def prefix_sum(x: torch.Tensor) -> torch.Tensor:
                                          BLOCK=BLOCK, LOOKBACK=LOOKBACK, INC_EVERY=_INC_EVERY,
                                          num_warps=NUM_WARPS)
     else:
-        s.ticket_base = base + tiles
-        _scan_kernel[(tiles,)](x, y, s.status, s.ticket, n, base, s.epoch,
-                               BLOCK=BLOCK, LOOKBACK=LOOKBACK, INC_EVERY=_INC_EVERY,
-                               num_warps=NUM_WARPS)
+        if not _USE_PID:  # the program-id variant takes no tickets
+            s.ticket_base = base + tiles
+        _launch_single(x, y, s, n, base, tiles)
     return y
