@@ -27,7 +27,7 @@ from .messages import ScoreFailed, ScoreFinished, SessionUpdate
 from .screens.dialogs import HelpScreen, NoteScreen, QuitScreen, SubmitScreen
 from .widgets.countdown import Countdown
 from .widgets.file_feed import FileFeed
-from .widgets.score_history import ScoreChart, ScoreTable, _fmt
+from .widgets.score_history import ScoreChart, ScoreTable, _fmt, fmt_normalized
 
 
 class RebenchApp(App[None]):
@@ -156,7 +156,7 @@ class RebenchApp(App[None]):
         elif best is None:
             text = f"no valid score yet · counts: {rule} · start {s.meta.start_score:g}, reference {s.meta.reference_score:g}"
         else:
-            text = (f"counts ({rule}): {_fmt(best.score)} (normalized {_fmt(best.normalized, 3)}, attempt {best.attempt})"
+            text = (f"counts ({rule}): {_fmt(best.score)} (normalized {fmt_normalized(best.normalized)}, attempt {best.attempt})"
                     f" · start {s.meta.start_score:g}, reference {s.meta.reference_score:g}")
         self.query_one("#best", Static).update(text)
 
@@ -207,7 +207,7 @@ class RebenchApp(App[None]):
         elif self.session.hidden:
             self.notify(f"Scoring {rec.attempt} recorded (scores are hidden in this environment).")
         elif rec.valid:
-            self.notify(f"Score {rec.attempt}: {_fmt(rec.score)} (normalized {_fmt(rec.normalized, 3)})")
+            self.notify(f"Score {rec.attempt}: {_fmt(rec.score)} (normalized {fmt_normalized(rec.normalized)})")
         else:
             self.notify(f"Score {rec.attempt}: NaN — {rec.message}", severity="error", timeout=15)
 

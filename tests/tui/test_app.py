@@ -46,13 +46,13 @@ async def test_score_key_adds_a_row(session_for):
         await pilot.pause()
         assert table.row_count == 1
         row = table.get_row_at(0)
-        assert row[0] == "1" and row[2] == "10" and row[3] == "0" and row[4] == "★"
+        assert row[0] == "1" and row[2] == "10" and row[3] == "0.00" and row[4] == "★"
         (s.workspace / "solution" / "answer.txt").write_text("2")
         await pilot.press("s")
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert table.row_count == 2
-        assert table.get_row_at(1)[3] == "1"  # normalized: the reference score
+        assert table.get_row_at(1)[3] == "1.00"  # normalized: the reference score
         assert table.get_row_at(0)[4] == "" and table.get_row_at(1)[4] == "★"
         assert "counts (lowest): 2" in str(app.query_one("#best").render())
 

@@ -17,6 +17,11 @@ def _fmt(x: float, digits: int = 4) -> str:
     return "NaN" if not math.isfinite(x) else f"{x:.{digits}g}"
 
 
+def fmt_normalized(x: float) -> str:
+    """Normalized scores read as fractions of the way from start (0) to reference (1)."""
+    return "NaN" if not math.isfinite(x) else f"{x:.2f}"
+
+
 def _short(v: object) -> str:
     return f"{v:.4g}" if isinstance(v, float) else json.dumps(v, default=str)
 
@@ -40,7 +45,7 @@ class ScoreTable(DataTable):
         if self.hidden:
             cells = (str(rec.attempt), format_hms(rec.working_s), "hidden", "hidden", "", "scored (this environment hides scores)")
         else:
-            cells = (str(rec.attempt), format_hms(rec.working_s), _fmt(rec.score), _fmt(rec.normalized, 3),
+            cells = (str(rec.attempt), format_hms(rec.working_s), _fmt(rec.score), fmt_normalized(rec.normalized),
                      "★" if is_best else "", message_text(rec.message))
         self.add_row(*cells, key=str(rec.attempt))
         self.move_cursor(row=self.row_count - 1)
