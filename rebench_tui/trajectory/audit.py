@@ -5,10 +5,17 @@ reserve its start time with :meth:`AuditLog.reserve`; rows appended while a rese
 get later times and go to a fsynced side journal (``<log>.pending``), and are moved into the
 log, in order, right after the reserved row is written. A crash in between loses nothing: the
 journal is merged when the log is opened again.
+
+Tamper evidence: every row in the log carries top-level ``prevHash`` (the previous row's hash;
+for the first row, ``sha256("rebench-audit:<runId>")``) and, last on its line, ``hash``: the
+sha256 of the line's own bytes up to and including ``,"hash":"``. Any changed byte, deleted
+row or swapped pair breaks the chain (:mod:`rebench_tui.trajectory.verify` finds where).
+Rows waiting in the side journal are chained when they move into the log.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -22,6 +29,33 @@ from ..clock import Clock
 from .entries import MAX_INDEX, TraceEntry, content_dict
 
 UsageFn = Callable[[], float | None]
+HASH_KEY = ',"hash":"'
+
+
+def genesis_hash(run_id: int) -> str:
+    return hashlib.sha256(f"rebench-audit:{run_id}".encode()).hexdigest()
+
+
+def chain_line(row: dict[str, Any], prev_hash: str) -> tuple[str, str]:
+    """Serialize a row with ``prevHash`` and a trailing ``hash`` of the line's own bytes."""
+    body = {k: v for k, v in row.items() if k not in ("prevHash", "hash")}
+    body["prevHash"] = prev_hash
+    text = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    prefix = text[:-1] + HASH_KEY
+    digest = hashlib.sha256(prefix.encode("utf-8")).hexdigest()
+    return prefix + digest + '"}\n', digest
+
+
+def line_hash(line: str) -> tuple[str | None, str | None]:
+    """(claimed hash, recomputed hash) of one log line; (None, None) if it has no hash field."""
+    text = line.rstrip("\n")
+    at = text.rfind(HASH_KEY)
+    if at < 0:
+        return None, None
+    prefix = text[: at + len(HASH_KEY)]
+    rest = text[at + len(HASH_KEY):]
+    claimed = rest[:-2] if rest.endswith('"}') else rest
+    return claimed, hashlib.sha256(prefix.encode("utf-8")).hexdigest()
 
 
 def _fsync_append(path: Path, lines: list[str]) -> None:
@@ -51,11 +85,24 @@ class AuditLog:
         self._lock = threading.RLock()
         self._open: set[int] = set()
         self._last_called = 0
+        self._last_hash = genesis_hash(run_id)
         self.count = 0
         for row in read_entries(path):
             self._last_called = max(self._last_called, int(row["calledAt"]))
+            self._last_hash = row.get("hash", self._last_hash)
             self.count += 1
         self._merge_pending()
+
+    def _commit(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Chain and append rows to the log with one fsync; returns them with their hashes."""
+        lines = []
+        for row in rows:
+            line, self._last_hash = chain_line(row, self._last_hash)
+            row["prevHash"], row["hash"] = json.loads(line)["prevHash"], self._last_hash
+            lines.append(line)
+        _fsync_append(self.path, lines)
+        self.count += len(lines)
+        return rows
 
     # -- time ---------------------------------------------------------------------------
     def _next_called_at(self, at_ms: int | None = None) -> int:
@@ -63,7 +110,7 @@ class AuditLog:
         self._last_called = max(now, self._last_called + 1)
         return self._last_called
 
-    def _row(self, content: BaseModel | dict[str, Any], called_at: int, usage: float | None) -> str:
+    def _row(self, content: BaseModel | dict[str, Any], called_at: int, usage: float | None) -> dict[str, Any]:
         entry = {
             "runId": self.run_id,
             "index": secrets.randbelow(MAX_INDEX) + 1,
@@ -75,27 +122,32 @@ class AuditLog:
         }
         if usage is not None:
             entry["workingMs"] = int(round(usage * 1000))  # pause-excluded working time, to the ms
-        return json.dumps(entry, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+        return entry
+
+    @staticmethod
+    def _plain(row: dict[str, Any]) -> str:
+        return json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
 
     # -- writing ------------------------------------------------------------------------
     def append(self, content: BaseModel | dict[str, Any]) -> dict[str, Any]:
         """Write one row durably; returns it. Goes to the side journal while a reservation is open."""
         with self._lock:
-            line = self._row(content, self._next_called_at(), self._usage())
-            _fsync_append(self.pending_path if self._open else self.path, [line])
-            if not self._open:
-                self.count += 1
-            return json.loads(line)
+            row = self._row(content, self._next_called_at(), self._usage())
+            if self._open:
+                _fsync_append(self.pending_path, [self._plain(row)])
+                return row
+            return self._commit([row])[0]
 
     def append_many(self, contents: list[BaseModel | dict[str, Any]]) -> int:
         """Write several rows with one fsync (a burst of file events)."""
         with self._lock:
             usage = self._usage()
-            lines = [self._row(c, self._next_called_at(), usage) for c in contents]
-            _fsync_append(self.pending_path if self._open else self.path, lines)
-            if not self._open:
-                self.count += len(lines)
-            return len(lines)
+            rows = [self._row(c, self._next_called_at(), usage) for c in contents]
+            if self._open:
+                _fsync_append(self.pending_path, [self._plain(r) for r in rows])
+            else:
+                self._commit(rows)
+            return len(rows)
 
     def reserve(self) -> tuple[int, float | None]:
         """Reserve a ``calledAt`` for a row written later; returns (calledAt, working seconds then)."""
@@ -110,29 +162,27 @@ class AuditLog:
         with self._lock:
             if called not in self._open:
                 raise ValueError(f"no open reservation at {called}")
-            line = self._row(content, called, usage)
+            row = self._row(content, called, usage)
             self._open.discard(called)
             if not self._open and not self.pending_path.exists():
-                _fsync_append(self.path, [line])
-                self.count += 1
-            else:  # rows wait in the journal; merged in calledAt order once nothing is reserved
-                _fsync_append(self.pending_path, [line])
-                if not self._open:
-                    self._merge_pending()
-            return json.loads(line)
+                return self._commit([row])[0]
+            # rows wait in the journal; merged in calledAt order once nothing is reserved
+            _fsync_append(self.pending_path, [self._plain(row)])
+            if not self._open:
+                self._merge_pending()
+            return row
 
     def _merge_pending(self) -> None:
         if not self.pending_path.exists():
             return
         with open(self.pending_path, encoding="utf-8") as fh:
-            rows = [line if line.endswith("\n") else line + "\n" for line in fh if line.strip()]
-        # Rows in the journal were given times after every row already in the log, but reserved
-        # rows filled out of turn can interleave: sort by calledAt before appending.
-        rows.sort(key=lambda line: json.loads(line)["calledAt"])
-        _fsync_append(self.path, rows)
-        self.count += len(rows)
-        for line in rows:
-            self._last_called = max(self._last_called, json.loads(line)["calledAt"])
+            rows = [json.loads(line) for line in fh if line.strip()]
+        # Journal rows were given times after every row already in the log, but reserved rows
+        # filled out of turn can interleave: sort by calledAt, then chain them into the log.
+        rows.sort(key=lambda r: r["calledAt"])
+        self._commit(rows)
+        for r in rows:
+            self._last_called = max(self._last_called, r["calledAt"])
         os.unlink(self.pending_path)
 
 

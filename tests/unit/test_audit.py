@@ -128,3 +128,25 @@ def test_append_many_is_one_batch(tmp_path):
     n = a.append_many([log(f"f{i}") for i in range(500)])
     assert n == 500 == len(read_entries(a.path))
     assert validate_file(a.path) == []
+
+
+def test_rows_are_hash_chained_in_file_order(tmp_path):
+    from rebench_tui.trajectory.audit import genesis_hash, line_hash
+
+    clock = FakeClock()
+    a = make(tmp_path, clock)
+    a.append(log("one"))
+    res = a.reserve()
+    a.append(log("two, behind a reservation"))
+    a.fill(res, {"type": "intermediateScore", "score": 1.0, "message": {}, "details": {}})
+    a.append(log("three"))
+    lines = a.path.read_text().splitlines()
+    prev = genesis_hash(4242)
+    for line in lines:
+        claimed, actual = line_hash(line)
+        assert claimed == actual
+        assert json.loads(line)["prevHash"] == prev
+        prev = claimed
+    b = make(tmp_path, clock)  # reopening continues the chain
+    b.append(log("four"))
+    assert json.loads(b.path.read_text().splitlines()[-1])["prevHash"] == prev
