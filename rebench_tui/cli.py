@@ -153,6 +153,31 @@ def score(session_id: str | None, sessions_dir: Path | None) -> None:
     out.print(f"attempt {rec.attempt}: score {shown} {'' if session.hidden else rec.message}", highlight=False)
 
 
+@main.command("verify")
+@click.argument("session_ids", nargs=-1)
+@sessions_dir_opt
+def verify_cmd(session_ids: tuple[str, ...], sessions_dir: Path | None) -> None:
+    """Check sessions' records: hash chain, trace-entry contract, score log, final score, files.
+
+    Exits 1 if any check fails, naming the first bad line. Default: every session."""
+    from .trajectory.verify import verify
+
+    settings = _settings(sessions_dir)
+    folders = [workstation.find_session(settings.sessions, sid) for sid in session_ids] if session_ids else sorted(
+        p for p in settings.sessions.iterdir() if (p / "session.json").is_file()) if settings.sessions.is_dir() else []
+    if not folders:
+        raise RebenchError(f"no sessions in {settings.sessions}", fix="pass --sessions-dir or a session id")
+    bad = 0
+    for folder in folders:
+        report = verify(folder)
+        bad += not report.ok
+        out.print(f"[bold]{folder.name}[/bold]: " + ("[green]verified[/green]" if report.ok else "[red]FAILED[/red]"))
+        for f in report.findings:
+            out.print(f"  {f}", highlight=False, markup=False)
+    if bad:
+        sys.exit(1)
+
+
 @main.command("sessions")
 @click.option("--env", "env_id", default=None)
 @click.option("--status", type=click.Choice(["active", "finished"]), default=None)

@@ -104,6 +104,35 @@ def _read_text(path: Path, size: int) -> str | None:
         return None
 
 
+def describe(path: Path) -> dict[str, Any] | None:
+    """Size, mtime and sha256 of a file (no hash above HASH_LIMIT; links and others by kind)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    if not path.is_file() or path.is_symlink():
+        return {"size": st.st_size, "mtime": st.st_mtime, "sha256": None, "kind": "link" if path.is_symlink() else "other"}
+    sha = sha256_file(path) if st.st_size <= HASH_LIMIT else None
+    return {"size": st.st_size, "mtime": st.st_mtime, "sha256": sha}
+
+
+def scan(root: Path, ignore: tuple[str, ...] = DEFAULT_IGNORE) -> dict[str, dict[str, Any]]:
+    """Every file below root that the ignore rules keep, described."""
+    found: dict[str, dict[str, Any]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        reldir = os.path.relpath(dirpath, root)
+        reldir = "" if reldir == "." else reldir
+        dirnames[:] = [d for d in dirnames if not is_ignored(f"{reldir}/{d}".lstrip("/"), ignore)]
+        for name in filenames:
+            rel = f"{reldir}/{name}".lstrip("/")
+            if is_ignored(rel, ignore):
+                continue
+            desc = describe(root / rel)
+            if desc is not None:
+                found[rel] = desc
+    return found
+
+
 class _Handler(FileSystemEventHandler):
     def __init__(self, q: "queue.Queue[tuple[str, str, str | None]]") -> None:
         self.q = q
@@ -143,30 +172,10 @@ class FileWatcher:
         return path[len(root) + 1:] if path.startswith(root + os.sep) else None
 
     def _describe(self, rel: str) -> dict[str, Any] | None:
-        path = self.root / rel
-        try:
-            st = path.lstat()
-        except OSError:
-            return None
-        if not path.is_file() or path.is_symlink():
-            return {"size": st.st_size, "mtime": st.st_mtime, "sha256": None, "kind": "link" if path.is_symlink() else "other"}
-        sha = sha256_file(path) if st.st_size <= HASH_LIMIT else None
-        return {"size": st.st_size, "mtime": st.st_mtime, "sha256": sha}
+        return describe(self.root / rel)
 
     def scan(self) -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] = {}
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            reldir = os.path.relpath(dirpath, self.root)
-            reldir = "" if reldir == "." else reldir
-            dirnames[:] = [d for d in dirnames if not is_ignored(f"{reldir}/{d}".lstrip("/"), self.ignore)]
-            for name in filenames:
-                rel = f"{reldir}/{name}".lstrip("/")
-                if is_ignored(rel, self.ignore):
-                    continue
-                desc = self._describe(rel)
-                if desc is not None:
-                    found[rel] = desc
-        return found
+        return scan(self.root, self.ignore)
 
     def _save_state(self, force: bool = False) -> None:
         now = time.monotonic()

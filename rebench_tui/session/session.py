@@ -32,7 +32,7 @@ from ..store import Store
 from ..trajectory import score_log
 from ..trajectory.audit import AuditLog, read_entries
 from ..trajectory.entries import INT32_MAX, log
-from .files import DEFAULT_IGNORE, FileChange, FileWatcher, human_size
+from .files import DEFAULT_IGNORE, FileChange, FileWatcher, human_size, scan, sha256_file
 from .lock import SessionLock
 from .records import ClockModel, Pause, ScoreRecord, SessionMeta
 
@@ -97,6 +97,10 @@ class Session:
     @property
     def finished(self) -> bool:
         return self.meta.status == "finished"
+
+    @property
+    def ignore(self) -> tuple[str, ...]:
+        return DEFAULT_IGNORE + (f"{ASSETS_DIR}/",)  # the read-only assets mount is not the participant's work
 
     @property
     def hidden(self) -> bool:
@@ -252,9 +256,8 @@ class Session:
     # -- files ----------------------------------------------------------------------------
     def start_watching(self, interval: float = 0.2) -> FileWatcher:
         if self.watcher is None:
-            ignore = DEFAULT_IGNORE + (f"{ASSETS_DIR}/",)  # the read-only assets mount is not the participant's work
             self.watcher = FileWatcher(self.workspace, self._record_files, self.folder / STATE / FILES_STATE,
-                                       ignore=ignore, interval=interval)
+                                       ignore=self.ignore, interval=interval)
             self.watcher.start()
         return self.watcher
 
@@ -394,11 +397,14 @@ class Session:
             self.meta.final_score = None if best is None else best.score
             self.meta.final_attempt = None if best is None else best.attempt
             self._save()
+        # What the record ends with: the score log and the workspace, by hash (`verify` rechecks them).
+        files = {SCORE_LOG: sha256_file(self.folder / SCORE_LOG)}
+        files.update({f"{WORKSPACE}/{rel}": d["sha256"] for rel, d in scan(self.workspace, self.ignore).items() if d["sha256"]})
         self.audit.append(log(
             f"session finished ({reason}); final score "
             + (f"{best.score:.4g} (attempt {best.attempt}, rule {self.aggregation.value})" if best else "none (no valid scoring)"),
             {"event": "session_finished", "reason": reason, "final_score": json_score(best.score) if best else None,
-             "final_attempt": best.attempt if best else None, "working_s": self.wclock.used()},
+             "final_attempt": best.attempt if best else None, "working_s": self.wclock.used(), "files": files},
             title="session",
         ))
         self._index()

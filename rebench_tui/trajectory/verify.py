@@ -1,0 +1,181 @@
+"""Checks a session's records: the audit log's hash chain and contract, the score log against
+the audit log, the session file's final score, and files recorded at the finish.
+
+Each check reports the first place it fails (a line number where it has one), so a reader
+knows exactly where a record was changed.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..scoring import Aggregation, final_index
+from .audit import genesis_hash, line_hash
+from .entries import TraceEntry
+
+
+@dataclass
+class Finding:
+    check: str
+    ok: bool
+    detail: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f" (line {self.line})" if self.line else ""
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.check}{where}: {self.detail}"
+
+
+@dataclass
+class Report:
+    folder: Path
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(f.ok for f in self.findings)
+
+    def add(self, check: str, ok: bool, detail: str, line: int | None = None) -> None:
+        self.findings.append(Finding(check, ok, detail, line))
+
+
+def sha256_path(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_chain(path: Path, report: Report) -> list[dict[str, Any]]:
+    """The audit log: parse, contract, strict calledAt, one runId, and the hash chain."""
+    rows: list[dict[str, Any]] = []
+    if not path.is_file():
+        report.add("audit log", False, f"{path.name} is missing")
+        return rows
+    raw = path.read_bytes()
+    if raw and not raw.endswith(b"\n"):
+        report.add("audit log", False, "the last line is incomplete (no newline): cut or edited",
+                   raw.count(b"\n") + 1)
+        return rows
+    prev_hash: str | None = None
+    last_called = -1
+    for n, bline in enumerate(raw.splitlines(keepends=True), start=1):
+        try:
+            line = bline.decode("utf-8")
+            row = json.loads(line)
+        except (UnicodeDecodeError, ValueError) as exc:
+            report.add("audit log", False, f"not valid JSON: {exc}", n)
+            return rows
+        if not isinstance(row, dict):
+            report.add("audit log", False, "a line is not a JSON object", n)
+            return rows
+        if prev_hash is None:
+            prev_hash = genesis_hash(row.get("runId", 0))
+        claimed, actual = line_hash(line)
+        if claimed is None:
+            report.add("hash chain", False, "the row has no hash (written by an older version, or edited)", n)
+            return rows
+        if claimed != actual or row.get("hash") != claimed:
+            report.add("hash chain", False, "the row's bytes do not match its hash: it was changed after it was written", n)
+            return rows
+        if row.get("prevHash") != prev_hash:
+            report.add("hash chain", False, "the row does not follow the previous one: a row before it was removed, "
+                                            "added or moved", n)
+            return rows
+        try:
+            entry = TraceEntry.model_validate(row)
+        except Exception as exc:  # noqa: BLE001 - reported as a finding
+            report.add("trace-entry contract", False, str(exc).splitlines()[0], n)
+            return rows
+        if entry.calledAt <= last_called:
+            report.add("calledAt order", False, f"calledAt {entry.calledAt} is not after {last_called}", n)
+            return rows
+        if rows and entry.runId != rows[0]["runId"]:
+            report.add("audit log", False, f"runId {entry.runId} differs from the first row's", n)
+            return rows
+        last_called = entry.calledAt
+        prev_hash = claimed
+        rows.append(row)
+    report.add("hash chain", True, f"{len(rows)} rows, every hash and link intact")
+    pending = path.with_name(path.name + ".pending")
+    if pending.exists():
+        report.add("side journal", False, f"{pending.name} holds rows not yet merged (open the session once to merge them)")
+    return rows
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def check_score_log(folder: Path, rows: list[dict[str, Any]], report: Report) -> None:
+    path = folder / "score_log.csv"
+    scores = [r for r in rows if r["content"]["type"] == "intermediateScore"]
+    if not path.is_file():
+        report.add("score log", not scores, "score_log.csv is missing")
+        return
+    with open(path, encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        log_rows = list(reader)
+    if header != ["timestamp", "score", "message", "details"]:
+        report.add("score log", False, f"unexpected header {header}", 1)
+        return
+    for i, (audit_row, log_row) in enumerate(zip(scores, log_rows), start=2):
+        c = audit_row["content"]
+        value = c["score"]
+        audit_score = math.nan if value is None else float(value)
+        try:
+            log_score = float(log_row[1])
+            same = _same(audit_score, log_score) and json.loads(log_row[2]) == c["message"]
+        except (ValueError, IndexError):
+            same = False
+        if not same:
+            report.add("score log", False, f"row differs from the audit log's scoring {i - 1} "
+                                           f"(audit: {value!r} {c['message']}; score log: {log_row[1:3]})", i)
+            return
+    if len(log_rows) != len(scores):
+        report.add("score log", False, f"{len(log_rows)} rows in score_log.csv but {len(scores)} scorings in the audit log",
+                   min(len(log_rows), len(scores)) + 2)
+        return
+    report.add("score log", True, f"{len(scores)} scorings match the audit log")
+
+
+def check_final(folder: Path, rows: list[dict[str, Any]], report: Report) -> None:
+    meta_path = folder / "session.json"
+    if not meta_path.is_file():
+        report.add("session.json", False, "missing")
+        return
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if meta.get("status") != "finished":
+        report.add("session.json", True, "session not finished: no final score to check")
+        return
+    scores = [r["content"]["score"] for r in rows if r["content"]["type"] == "intermediateScore"]
+    values = [math.nan if s is None else float(s) for s in scores]
+    idx = final_index(values, Aggregation(meta["aggregation"]))
+    expected = None if idx is None else values[idx]
+    stated = meta.get("final_score")
+    ok = (expected is None and stated is None) or (expected is not None and stated is not None and _same(expected, float(stated)))
+    report.add("final score", ok, f"session.json says {stated}, the audit log's scorings give {expected} by rule {meta['aggregation']}")
+    finished = [r for r in rows if isinstance(r["content"].get("content"), list) and len(r["content"]["content"]) > 1
+                and isinstance(r["content"]["content"][1], dict) and r["content"]["content"][1].get("event") == "session_finished"]
+    if not finished:
+        report.add("finish record", False, "the session is marked finished but the audit log has no finish row")
+        return
+    recorded = finished[-1]["content"]["content"][1].get("files", {})
+    changed = [rel for rel, digest in recorded.items()
+               if not (folder / rel).is_file() or sha256_path(folder / rel) != digest]
+    report.add("files at finish", not changed,
+               f"{len(recorded)} files match the hashes recorded at the finish" if not changed
+               else f"changed since the finish: {', '.join(changed[:10])}")
+
+
+def verify(folder: Path) -> Report:
+    report = Report(folder)
+    rows = check_chain(folder / "audit.jsonl", report)
+    if report.ok:
+        check_score_log(folder, rows, report)
+        check_final(folder, rows, report)
+    return report
