@@ -100,6 +100,12 @@ class Sandbox(ABC):
     def shell_command(self) -> tuple[list[str], dict[str, str] | None, str | None]:
         """(argv, env, cwd) for an interactive login shell as the participant, run on the host."""
 
+    capture: bool = False  # whether commands typed in the sandbox's shells are captured
+
+    def read_file(self, path: str, offset: int = 0) -> bytes:
+        """Bytes of a sandbox file from ``offset`` on, read as root (b"" if it does not exist)."""
+        return b""
+
     @abstractmethod
     def is_running(self) -> bool: ...
 

@@ -34,12 +34,15 @@ from .base import (
     StatusFilter,
     supervisor_argv,
 )
+from .capture import DAEMON, HOOKS
 from .images import RECIPE_LABEL, ImageBuilder, context_hash
 
 HOME = "/home/agent"
 PROTECTED = "/protected"
 SUPERVISOR_PATH = "/opt/rebench/supervise.py"
 STATE_DIR = "/run/rebench"
+CAPTURE_PATH = "/opt/rebench/capture.py"
+CAPTURE_TTY_DIR = "/var/log/rebench/tty"
 NVIDIA_FIX = (
     "install the NVIDIA Container Toolkit on the Docker host and run "
     "`sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker`; "
@@ -57,6 +60,7 @@ def _tar_of(src: Path, arcname: str | None = None) -> bytes:
 class DockerSandbox(Sandbox):
     kind = "docker"
     isolated = True
+    capture = True
     home = HOME
     protected = PROTECTED
     python = "python3"
@@ -116,9 +120,19 @@ class DockerSandbox(Sandbox):
         with tarfile.open(fileobj=buf) as tar:
             tar.extractall(dest, filter="data")
 
+    def read_file(self, path: str, offset: int = 0) -> bytes:
+        rc, (out, _err) = self.container.exec_run(["tail", "-c", f"+{offset + 1}", path], user="root", demux=True)
+        return (out or b"") if rc == 0 else b""
+
     def shell_command(self) -> tuple[list[str], dict[str, str] | None, str | None]:
+        """A login shell as agent under `script`, run by root so the terminal log is out of the
+        participant's reach; the capture hooks mark each command's output in it."""
         host = [] if self.runtime.base_url is None else ["-H", self.runtime.base_url]
-        return ["docker", *host, "exec", "-it", "-u", "agent", "-w", HOME, self.container.id, "bash", "-l"], None, None
+        ttylog = uuid.uuid4().hex[:12]
+        inner = (f"exec setpriv --reuid=1000 --regid=1000 --init-groups env HOME={HOME} USER=agent LOGNAME=agent "
+                 f"SHELL=/bin/bash REBENCH_TTYLOG={ttylog} bash --login")
+        return ["docker", *host, "exec", "-it", "-u", "root", "-w", HOME, self.container.id,
+                "script", "-q", "-f", "-e", "-c", inner, f"{CAPTURE_TTY_DIR}/{ttylog}.log"], None, None
 
     def is_running(self) -> bool:
         try:
@@ -268,16 +282,32 @@ class DockerRuntime(Runtime):
         if rc != 0:
             raise RebenchError(f"setting up {PROTECTED} failed: {out.decode(errors='replace')}", kept="the container and the session folder")
 
-    def _install_supervisor(self, container: Any) -> None:
+    @staticmethod
+    def _put(container: Any, folder: str, files: dict[str, tuple[bytes, int]]) -> None:
         buf = io.BytesIO()
-        data = SUPERVISOR.read_bytes()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            info = tarfile.TarInfo("supervise.py")
-            info.size = len(data)
-            info.mode = 0o755
-            tar.addfile(info, io.BytesIO(data))
-        container.exec_run(["mkdir", "-p", "/opt/rebench"], user="root")
-        container.put_archive("/opt/rebench", buf.getvalue())
+            for name, (data, mode) in files.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mode = mode
+                tar.addfile(info, io.BytesIO(data))
+        container.exec_run(["mkdir", "-p", folder], user="root")
+        container.put_archive(folder, buf.getvalue())
+
+    def _install_supervisor(self, container: Any) -> None:
+        """The command supervisor, and command capture: the root daemon and the shells' hooks."""
+        self._put(container, "/opt/rebench", {"supervise.py": (SUPERVISOR.read_bytes(), 0o755),
+                                              "capture.py": (DAEMON.read_bytes(), 0o755)})
+        self._put(container, "/etc/profile.d", {"zz-rebench.sh": (HOOKS.read_bytes(), 0o644)})
+        container.exec_run(["sh", "-c", "grep -q zz-rebench /etc/bash.bashrc 2>/dev/null || "
+                            "echo '. /etc/profile.d/zz-rebench.sh' >> /etc/bash.bashrc; "
+                            f"mkdir -p {CAPTURE_TTY_DIR} && chmod 700 /var/log/rebench"], user="root")
+        container.exec_run(["python3", CAPTURE_PATH, "serve"], user="root", detach=True)
+        for _ in range(40):  # the hooks only report to a running daemon: wait for its FIFO
+            rc, _out = container.exec_run(["test", "-s", "/run/rebench-capture/capture.pid"], user="root")
+            if rc == 0:
+                break
+            time.sleep(0.05)
 
     def find_containers(self, session_id: str | None = None) -> list[Any]:
         label = f"{LABEL_SESSION}={session_id}" if session_id else f"{LABEL_MANAGED}=1"
@@ -290,6 +320,7 @@ class DockerRuntime(Runtime):
         container = found[0]
         if container.status != "running":
             container.start()
-            self._install_supervisor(container)
-            container.exec_run(["sh", "-c", f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}"], user="root")
+        # Idempotent: refreshes the supervisor and hooks, and starts the capture daemon if it is not running.
+        self._install_supervisor(container)
+        container.exec_run(["sh", "-c", f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}"], user="root")
         return DockerSandbox(self, container, spec)

@@ -32,6 +32,7 @@ from ..store import Store
 from ..trajectory import score_log
 from ..trajectory.audit import AuditLog, read_entries
 from ..trajectory.entries import INT32_MAX, log
+from .commands import CommandCollector
 from .files import DEFAULT_IGNORE, FileChange, FileWatcher, human_size, scan, sha256_file
 from .lock import SessionLock
 from .records import ClockModel, Pause, ScoreRecord, SessionMeta
@@ -42,6 +43,7 @@ SCORE_LOG = "score_log.csv"
 WORKSPACE = "workspace"
 STATE = ".state"
 FILES_STATE = "files.json"
+COMMANDS_STATE = "commands.json"
 LOCK = "lock"
 
 
@@ -81,6 +83,10 @@ class Session:
         self.history: list[ScoreRecord] = self._load_history()
         self.listeners: list[Listener] = []
         self.watcher: FileWatcher | None = None
+        self.collector: CommandCollector | None = None
+        self._capture_stop = threading.Event()
+        self._capture_thread: threading.Thread | None = None
+        self._capture_lock = threading.Lock()
         self.lock = SessionLock(folder / LOCK)
         self._score_lock = threading.Lock()
         self._meta_lock = threading.RLock()
@@ -261,6 +267,47 @@ class Session:
             self.watcher.start()
         return self.watcher
 
+    # -- commands ---------------------------------------------------------------------------
+    def start_capture(self, interval: float = 1.0) -> bool:
+        """Record the commands typed in the sandbox's shells (polled every ``interval`` s)."""
+        if not self.sandbox.capture:
+            self.audit.append(log(f"command capture is not available on the {self.sandbox.kind} runtime: shell commands "
+                                  "are not recorded", {"event": "capture_unavailable"}, title="command"))
+            return False
+        if self._capture_thread is None:
+            self.collector = CommandCollector(self.sandbox.read_file, self.folder / STATE / COMMANDS_STATE, self.folder / STATE / "tty")
+            self._capture_stop.clear()
+
+            def loop() -> None:
+                while not self._capture_stop.wait(interval):
+                    self.collect_commands()
+
+            self._capture_thread = threading.Thread(target=loop, name="rebench-command-capture", daemon=True)
+            self._capture_thread.start()
+        return True
+
+    def collect_commands(self) -> int:
+        """Record what the shells did since the last call; returns the number of rows written."""
+        if self.collector is None:
+            return 0
+        with self._capture_lock:
+            try:
+                rows = self.collector.poll()
+            except Exception as exc:  # noqa: BLE001 - an engine hiccup is reported, the next poll retries
+                self._emit("error", f"reading the command log failed: {exc} (will retry)")
+                return 0
+            if rows:
+                self.audit.append_many(rows)
+                self._emit("commands", rows)
+            return len(rows)
+
+    def stop_capture(self) -> None:
+        if self._capture_thread is not None:
+            self._capture_stop.set()
+            self._capture_thread.join(timeout=10)
+            self._capture_thread = None
+            self.collect_commands()
+
     def _record_files(self, changes: list[FileChange], raw_events: int) -> None:
         self.audit.append_many([log(ch.summary(), ch.record(), title="file") for ch in changes])
         self._emit("files", (changes, raw_events))
@@ -426,6 +473,7 @@ class Session:
         if self.watcher is not None:
             self.watcher.stop()
             self.watcher = None
+        self.stop_capture()
         if not self.finished and pause_clock is not None:
             if pause_clock:
                 self.pause("app closed")

@@ -72,7 +72,7 @@ class RebenchApp(App[None]):
                 with Vertical(id="history"):
                     yield ScoreTable(s.hidden, id="score-table")
                     yield ScoreChart(s.hidden, s.aggregation, id="score-chart")
-                yield Static("Files", classes="section")
+                yield Static("Files and commands", classes="section")
                 yield FileFeed(id="files")
         yield Footer()
 
@@ -103,6 +103,11 @@ class RebenchApp(App[None]):
     @work(thread=True, exit_on_error=False, group="watch")
     def _start_watcher(self) -> None:
         self.session.start_watching()
+        self.session.start_capture()
+
+    @work(thread=True, exit_on_error=False, group="watch")
+    def _collect_commands(self) -> None:
+        self.session.collect_commands()
 
     # -- clock ----------------------------------------------------------------------------
     def refresh_clock(self) -> None:
@@ -134,6 +139,11 @@ class RebenchApp(App[None]):
             table.mark_best(best.attempt if best else None)
             self.query_one(ScoreChart).set_records(self.session.history)
             self._show_best()
+        elif ev.kind == "commands":
+            feed = self.query_one(FileFeed)
+            for row in ev.data:
+                if row.get("type") == "log" and row.get("attributes", {}).get("title") == "command":
+                    feed.add_line(str(row["content"][0]))
         elif ev.kind == "warning":
             self.notify(f"{format_hms(ev.data)} of working time left", severity="warning", timeout=15)
         elif ev.kind in ("paused", "resumed"):
@@ -260,6 +270,7 @@ class RebenchApp(App[None]):
             s.watcher.flush(timeout=1.0)  # changes made in the shell are recorded before it is marked closed
         s.audit.append({"type": "log", "content": [f"shell closed (exit {rc})", {"event": "shell_close", "exit": rc}],
                         "attributes": {"title": "shell"}})
+        self._collect_commands()  # what was typed in it, recorded now rather than at the next poll
         self.refresh()
 
     def action_submit(self) -> None:

@@ -1,0 +1,7 @@
+"""Files installed into containers for command capture (stdlib Python and bash only)."""
+
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DAEMON = HERE / "capture.py"
+HOOKS = HERE / "hooks.sh"

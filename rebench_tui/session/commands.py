@@ -1,0 +1,240 @@
+"""Command capture, host side: turns the container's capture records into audit rows.
+
+The container's capture daemon (``runtime/capture/capture.py``) appends JSON records to a
+root-only log; shells opened with the shell key also run under ``script``, whose terminal log
+holds every byte the participant saw, with invisible markers around each command's output.
+The collector reads both from where it left off (offsets persisted, so a resumed session
+replays nothing), pairs each command's start and end, cuts its output from the terminal log
+(capped, the cap noted), and writes per command an ``action`` row (``run_bash``), an
+``observation`` row and a ``log`` row for viewers that hide actions. Records that show a
+command ran without the hooks (a process started by a shell whose hooks were off, or a shell
+that never loaded them) become ``command_gap`` rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from ..trajectory.entries import log
+
+COMMANDS_LOG = "/var/log/rebench/commands.jsonl"
+TTY_DIR = "/var/log/rebench/tty"
+OUTPUT_CAP = 16 * 1024
+MARK = re.compile(rb"\x1b\]7770;(start|end);(\d+)(?:;(-?\d+))?\x07")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+WAIT_POLLS = 5  # polls to wait for a command's output to reach the terminal log
+EXITS = re.compile(r"\s*(exit|logout)\b")
+HOOKS_OFF = re.compile(r"trap\s+(-\s+|'')?\s*DEBUG|PROMPT_COMMAND\s*=|unset\s+.*PROMPT_COMMAND|set\s+\+o\s+functrace")
+
+
+def clean_output(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace")
+    text = ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "")
+    return text
+
+
+class CommandCollector:
+    """Reads capture records through ``read(path, offset) -> bytes`` (a root read in the sandbox)."""
+
+    def __init__(self, read: Callable[[str, int], bytes], state_path: Path, tty_copy_dir: Path) -> None:
+        self.read = read
+        self.state_path = state_path
+        self.tty_copy_dir = tty_copy_dir
+        self.state: dict[str, Any] = {"offset": 0, "pending": {}, "shells": {}, "tty": {}, "waiting": []}
+        if state_path.is_file():
+            self.state.update(json.loads(state_path.read_text(encoding="utf-8")))
+
+    # -- persistence ----------------------------------------------------------------------
+    def _save(self) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=".commands.", dir=self.state_path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(self.state, fh)
+        os.replace(tmp, self.state_path)
+
+    # -- terminal logs --------------------------------------------------------------------
+    def _tty(self, ttylog: str) -> dict[str, Any]:
+        t = self.state["tty"].setdefault(ttylog, {"offset": 0, "open": {}, "done": {}, "tail": "", "last_end": 0})
+        data = self.read(f"{TTY_DIR}/{ttylog}.log", t["offset"])
+        if data:
+            self.tty_copy_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.tty_copy_dir / f"{ttylog}.log", "ab") as fh:  # the full terminal log, kept host-side
+                fh.write(data)
+            buf = t["tail"].encode("latin-1") + data
+            consumed = 0
+            for m in MARK.finditer(buf):
+                kind, seq = m.group(1).decode(), m.group(2).decode()
+                if kind == "start":
+                    t["open"][seq] = {"from": t["offset"] - len(t["tail"]) + m.end()}
+                elif seq in t["open"]:
+                    start = t["open"].pop(seq)["from"]
+                    t["done"][seq] = [start, t["offset"] - len(t["tail"]) + m.start()]
+                t["last_end"] = t["offset"] - len(t["tail"]) + m.end()
+                consumed = m.end()
+            rest = buf[consumed:]
+            keep = rest[rest.rfind(b"\x1b"):] if b"\x1b" in rest[-64:] else b""  # a marker cut in half
+            t["offset"] += len(data)
+            t["tail"] = keep.decode("latin-1")
+        return t
+
+    def _output(self, ttylog: str, seq: str, open_ended: bool = False) -> tuple[str | None, int, bool]:
+        t = self._tty(ttylog)
+        span = t["done"].pop(str(seq), None)
+        if span is None and open_ended and str(seq) in t["open"]:
+            span = [t["open"].pop(str(seq))["from"], t["offset"]]  # the shell ended inside this command
+        if span is None:
+            return None, 0, False
+        start, end = span
+        path = self.tty_copy_dir / f"{ttylog}.log"
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            raw = fh.read(max(0, end - start))
+        text = clean_output(raw)
+        size = len(text.encode("utf-8"))
+        if size > OUTPUT_CAP:
+            head = text.encode("utf-8")[: OUTPUT_CAP // 2].decode("utf-8", "ignore")
+            tail = text.encode("utf-8")[-OUTPUT_CAP // 2:].decode("utf-8", "ignore")
+            text = f"{head}\n[… {size - OUTPUT_CAP} bytes cut: output capped at {OUTPUT_CAP} bytes; the full terminal log is kept …]\n{tail}"
+            return text, size, True
+        return text, size, False
+
+    # -- records -> rows ------------------------------------------------------------------
+    def _command_rows(self, start: dict[str, Any], end: dict[str, Any], output: str | None, size: int, cut: bool,
+                      ttylog: str | None) -> list[dict[str, Any]]:
+        cid = f"{start['pid']}-{start['seq']}"
+        command = start["cmd"].strip("\n")
+        cwd = start["cwd"]
+        duration = max(0, end["ms"] - start["ms"]) / 1000
+        action = {"type": "run_bash", "args": {"command": command}, "id": cid, "cwd": cwd, "started_at": start["ms"],
+                  "shell_pid": start["pid"], "source": start["src"]}
+        obs: dict[str, Any] = {"id": cid, "exit_status": end["exit"], "output": output, "output_bytes": size, "truncated": cut,
+                               "started_at": start["ms"], "ended_at": end["ms"], "duration_s": duration, "cwd": cwd}
+        notes = []
+        procs = start.get("procs", [])
+        if procs:
+            obs["processes"] = [" ".join(a) for a in procs[:50]]
+        if HOOKS_OFF.search(command):
+            notes.append("this command switches the capture hooks off: later commands of this shell are only seen "
+                         "in its terminal log and the process table")
+        if start["src"] == "debug":
+            notes.append("the shell's history did not record this line (history off, a leading space, or a repeat): "
+                         "the text is bash's current simple command")
+        if end["exit"] is None:
+            notes.append("the shell exited" if EXITS.match(command) else "the shell exited before the command ended (no exit status)")
+        elif output is None:
+            notes.append("output not captured: this shell was not opened with the shell key" if ttylog is None
+                         else "output not found in the terminal log")
+        if notes:
+            obs["notes"] = notes
+        first = (output or "").strip().splitlines()[:3]
+        summary = f"$ {command}  (exit {end['exit']}, {duration:.1f} s, in {cwd})"
+        return [{"type": "action", "action": action}, {"type": "observation", "observation": obs},
+                log(summary, {"event": "command", "id": cid, "command": command, "exit_status": end["exit"], "cwd": cwd,
+                              "duration_s": duration, "output_head": first, "truncated": cut, **({"notes": notes} if notes else {})},
+                    title="command")]
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Read what is new; returns audit row contents in order (empty if nothing happened)."""
+        st = self.state
+        data = self.read(COMMANDS_LOG, st["offset"])
+        rows: list[dict[str, Any]] = []
+        complete = data[: data.rfind(b"\n") + 1] if b"\n" in data else b""
+        st["offset"] += len(complete)
+        for raw in complete.splitlines():
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                rows.append(log("unreadable capture record", {"event": "command_gap", "reason": "unreadable record",
+                                                              "raw": raw[:300].decode("utf-8", "replace")}, title="command"))
+                continue
+            kind, pid = rec.get("type"), str(rec.get("pid"))
+            if kind == "hello":
+                st["shells"][pid] = {"ttylog": rec.get("ttylog")}
+                rows.append(log(f"shell {pid} started with capture hooks" + (" and a terminal log" if rec.get("ttylog") else ""),
+                                {"event": "shell_hooked", "pid": rec["pid"], "ttylog": rec.get("ttylog")}, title="command"))
+            elif kind == "start":
+                rec["ttylog"] = st["shells"].get(pid, {}).get("ttylog")
+                st["pending"][f"{pid}-{rec['seq']}"] = rec
+            elif kind == "end":
+                start = st["pending"].pop(f"{pid}-{rec['seq']}", None)
+                if start is None:
+                    rows.append(log(f"end of an unknown command in shell {pid}", {"event": "command_gap", "record": rec},
+                                    title="command"))
+                    continue
+                st["waiting"].append([start, rec, 0])
+                rows += self._flush(pid_only=None)
+            elif kind == "proc" and rec.get("covered"):
+                key = f"{rec.get('shell')}-{rec.get('seq')}"
+                if key in st["pending"]:
+                    st["pending"][key].setdefault("procs", []).append(rec.get("argv") or [rec.get("comm")])
+            elif kind == "proc":
+                argv = " ".join(rec.get("argv") or [rec.get("comm", "?")])
+                rows.append(log(f"command ran without capture hooks in shell {rec.get('shell')}: {argv}",
+                                {"event": "command_gap", "reason": "a process started by a shell whose capture hooks were off",
+                                 "pid": rec.get("pid"), "shell_pid": rec.get("shell"), "argv": rec.get("argv")}, title="command"))
+            elif kind == "unhooked_shell":
+                rows.append(log(f"a shell without capture hooks is running: {' '.join(rec.get('argv') or [])}",
+                                {"event": "command_gap", "reason": "interactive shell without capture hooks (commands it runs "
+                                 "are still listed from the process table, without output)", "pid": rec.get("pid"),
+                                 "argv": rec.get("argv")}, title="command"))
+            elif kind == "bye":
+                rows += self._flush(pid_only=pid, final=True)
+                for key in [k for k in st["pending"] if k.split("-")[0] == pid]:
+                    start = st["pending"].pop(key)
+                    ttylog = start.get("ttylog")
+                    output, size, cut = self._output(ttylog, str(start["seq"]), open_ended=True) if ttylog else (None, 0, False)
+                    rows += self._command_rows(start, {"ms": rec.get("received", start["ms"]), "exit": None}, output, size, cut, ttylog)
+                    if EXITS.match(start["cmd"]):
+                        continue  # `exit` ends the shell before any end record: nothing followed it
+                    rows.append(log(f"a command of shell {pid} never reported its end: what followed it ran without capture hooks",
+                                    {"event": "command_gap", "reason": "command without an end record until the shell exited",
+                                     "id": key, "processes": [" ".join(a) for a in start.get("procs", [])[:50]]}, title="command"))
+                sh = st["shells"].pop(pid, {})
+                note = self._trailing_activity(sh.get("ttylog"))
+                rows.append(log(f"shell {pid} exited" + (f"; {note}" if note else ""),
+                                {"event": "shell_exit", "pid": rec.get("pid"), **({"gap": note} if note else {})}, title="command"))
+            elif kind == "malformed":
+                rows.append(log("malformed capture record", {"event": "command_gap", "reason": "malformed hook record",
+                                                             "line": rec.get("line")}, title="command"))
+        rows += self._flush(pid_only=None, count_try=True)
+        if rows or complete:
+            self._save()
+        return rows
+
+    def _flush(self, pid_only: str | None, final: bool = False, count_try: bool = False) -> list[dict[str, Any]]:
+        """Emit waiting commands whose output has reached the terminal log (all of a shell's, if final)."""
+        rows: list[dict[str, Any]] = []
+        still = []
+        for start, end, tries in self.state["waiting"]:
+            if pid_only is not None and str(start["pid"]) != pid_only:
+                still.append([start, end, tries])
+                continue
+            ttylog = start.get("ttylog")
+            output, size, cut = (None, 0, False)
+            if ttylog:
+                output, size, cut = self._output(ttylog, str(start["seq"]))
+                if output is None and not final and tries < WAIT_POLLS:
+                    still.append([start, end, tries + int(count_try)])
+                    continue
+            rows += self._command_rows(start, end, output, size, cut, ttylog)
+        self.state["waiting"] = still
+        return rows
+
+    def _trailing_activity(self, ttylog: str | None) -> str | None:
+        if not ttylog:
+            return None
+        t = self._tty(ttylog)
+        path = self.tty_copy_dir / f"{ttylog}.log"
+        if not path.is_file():
+            return None
+        with open(path, "rb") as fh:
+            fh.seek(t["last_end"])
+            after = clean_output(fh.read())
+        lines = [line for line in after.splitlines() if line.strip()]
+        if len(lines) > 3:  # more than a prompt, `exit` and `logout`: commands ran without markers
+            return f"{len(lines)} lines of terminal output after the last recorded command (capture hooks may have been off); kept in the terminal log"
+        return None
