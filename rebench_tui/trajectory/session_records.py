@@ -1,0 +1,328 @@
+"""A read-only view of one session folder, shared by the exporters.
+
+Reads ``session.json``, ``audit.jsonl`` (plus rows still waiting in ``audit.jsonl.pending``
+after a crash) and the workspace's ``instructions.txt``, and derives what every export needs:
+the scorings with their working time, the shell commands (an ``action`` row paired by ``id``
+with its ``observation`` row), and each row's pause-excluded working time. Nothing here writes
+to the session folder, so exporting a session that is open in the app is safe.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from ..errors import RebenchError
+from ..scoring import Aggregation, final_index, normalize
+from ..session.records import SessionMeta
+
+META = "session.json"
+AUDIT = "audit.jsonl"
+INSTRUCTIONS = "workspace/instructions.txt"
+
+
+def score_value(raw: Any) -> float:
+    """An audit-log score as a float: null and "NaN" are NaN, "Infinity"/"-Infinity" are infinite."""
+    if raw is None:
+        return math.nan
+    return float(raw)  # float() reads "NaN", "Infinity", "-Infinity" as well as numbers
+
+
+def read_rows(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every audit row (plus any still in the side journal), and warnings about what was skipped.
+
+    An incomplete last line (the app was writing it, or a crash cut it) is skipped with a
+    warning; any other unreadable line is an error, since an export must not hide a damaged record.
+    """
+    path = folder / AUDIT
+    warnings: list[str] = []
+    rows: list[dict[str, Any]] = []
+    if not path.is_file():
+        raise RebenchError(f"{folder.name} has no {AUDIT}", fix="is this a session folder? `rebench-tui sessions` lists them")
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    for n, bline in enumerate(lines, start=1):
+        if not bline.strip():
+            continue
+        last = n == len(lines)  # no newline after it
+        try:
+            row = json.loads(bline.decode("utf-8"))
+            if not isinstance(row, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            if last:
+                warnings.append(f"{AUDIT} line {n} is incomplete (being written or cut) and was left out")
+                continue
+            raise RebenchError(f"{folder.name}/{AUDIT} line {n} cannot be read: {exc}",
+                               kept="the session folder is unchanged",
+                               fix=f"`rebench-tui verify {folder.name}` shows what is damaged") from exc
+        rows.append(row)
+    pending = path.with_name(path.name + ".pending")
+    if pending.is_file():
+        extra = []
+        for line in pending.read_text(encoding="utf-8").splitlines():
+            try:
+                extra.append(json.loads(line))
+            except ValueError:
+                continue
+        if extra:
+            warnings.append(f"{len(extra)} row(s) from {pending.name} (not yet merged into the log) are included")
+            rows.extend(sorted(extra, key=lambda r: r["calledAt"]))
+    return rows, warnings
+
+
+def log_parts(row: dict[str, Any]) -> tuple[str | None, str, dict[str, Any]]:
+    """A ``log`` row's (title, first text line, first object payload); ``(None, "", {})`` otherwise."""
+    c = row.get("content", {})
+    if c.get("type") != "log":
+        return None, "", {}
+    title = (c.get("attributes") or {}).get("title")
+    items = c.get("content") or []
+    text = next((x for x in items if isinstance(x, str)), "")
+    payload = next((x for x in items if isinstance(x, dict)), {})
+    return title, text, payload
+
+
+@dataclass(frozen=True)
+class Scoring:
+    attempt: int  # 1-based, in audit order (as session.json's final_attempt counts)
+    row: dict[str, Any]
+    raw: Any  # the score as the audit log holds it: number, "NaN", "Infinity", "-Infinity" or null
+    value: float
+    normalized: float
+    working_s: float
+    elapsed_ms: int
+    message: dict[str, Any]
+    details: dict[str, Any]
+
+    @property
+    def called_at(self) -> int:
+        return int(self.row["calledAt"])
+
+    @property
+    def valid(self) -> bool:
+        return math.isfinite(self.value)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One shell command: its ``action`` row and, once it ended, its ``observation`` row."""
+
+    id: str
+    action_row: dict[str, Any]
+    observation_row: dict[str, Any] | None = None
+
+    @property
+    def action(self) -> dict[str, Any]:
+        return self.action_row["content"]["action"]
+
+    @property
+    def observation(self) -> dict[str, Any]:
+        return {} if self.observation_row is None else self.observation_row["content"]["observation"]
+
+    @property
+    def kind(self) -> str:
+        return str(self.action.get("type", "run_bash"))
+
+    @property
+    def command(self) -> str:
+        args = self.action.get("args") or {}
+        return str(args.get("command", "")) if isinstance(args, dict) else ""
+
+    @property
+    def cwd(self) -> str | None:
+        return self.observation.get("cwd", self.action.get("cwd"))
+
+    @property
+    def started_at(self) -> int:
+        return int(self.observation.get("started_at") or self.action.get("started_at") or self.action_row["calledAt"])
+
+    @property
+    def ended_at(self) -> int | None:
+        end = self.observation.get("ended_at")
+        return None if end is None else int(end)
+
+    @property
+    def duration_s(self) -> float | None:
+        d = self.observation.get("duration_s")
+        if d is None and self.ended_at is not None:
+            d = (self.ended_at - self.started_at) / 1000
+        return d
+
+    @property
+    def exit_status(self) -> int | None:
+        return self.observation.get("exit_status")
+
+    @property
+    def output(self) -> str:
+        out = self.observation.get("output")
+        return "" if out is None else str(out)
+
+    @property
+    def output_bytes(self) -> int | None:
+        n = self.observation.get("output_bytes")
+        if n is None and self.observation_row is not None:
+            n = len(self.output.encode("utf-8"))
+        return n
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.observation.get("truncated", False))
+
+
+@dataclass
+class SessionRecords:
+    folder: Path
+    meta: SessionMeta
+    rows: list[dict[str, Any]]
+    instructions: str
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, folder: Path) -> "SessionRecords":
+        folder = Path(folder)
+        meta_path = folder / META
+        if not meta_path.is_file():
+            raise RebenchError(f"no session at {folder} (missing {META})", fix="`rebench-tui sessions` lists the sessions")
+        try:
+            meta = SessionMeta.load(meta_path)
+        except Exception as exc:  # noqa: BLE001 - reported as a readable error
+            raise RebenchError(f"{folder.name}/{META} cannot be read: {str(exc).splitlines()[0]}",
+                               kept="the session folder is unchanged") from exc
+        rows, warnings = read_rows(folder)
+        instr = folder / INSTRUCTIONS
+        instructions = instr.read_text(encoding="utf-8") if instr.is_file() else ""
+        if not instr.is_file():
+            warnings.append(f"{INSTRUCTIONS} is missing: the export has no instructions text")
+        return cls(folder, meta, rows, instructions, warnings)
+
+    # -- identity ----------------------------------------------------------------------------
+    @property
+    def session_id(self) -> str:
+        return self.meta.id
+
+    @property
+    def task_id(self) -> str:
+        return self.meta.task_id.lower()
+
+    @property
+    def task_family(self) -> str:
+        return self.task_id.split("/", 1)[0]
+
+    @property
+    def task_name(self) -> str:
+        parts = self.task_id.split("/", 1)
+        return parts[1] if len(parts) > 1 else "main"
+
+    @property
+    def finished(self) -> bool:
+        return self.meta.status == "finished"
+
+    # -- time --------------------------------------------------------------------------------
+    @property
+    def started_at(self) -> int:
+        return self.meta.started_at
+
+    @property
+    def end_ms(self) -> int:
+        """When the record ends: the completion time, else the last row's time."""
+        if self.meta.completed_at is not None:
+            return self.meta.completed_at
+        return max([self.started_at] + [int(r["calledAt"]) for r in self.rows])
+
+    def elapsed_ms(self, called_at: int) -> int:
+        """Vivaria's working time: ``calledAt - startedAt - (pauses that ended before calledAt)``."""
+        paused = sum(p.end - p.start for p in self.meta.pauses if p.end is not None and p.end < called_at)
+        return int(called_at - self.started_at - paused)
+
+    def working_s(self, row: dict[str, Any]) -> float:
+        """Pause-excluded working seconds when the row was written (the session clock's own value,
+        ``workingMs``; else ``usageTotalSeconds``; else Vivaria's formula)."""
+        if row.get("workingMs") is not None:
+            return row["workingMs"] / 1000
+        if row.get("usageTotalSeconds") is not None:
+            return float(row["usageTotalSeconds"])
+        return max(0, self.elapsed_ms(int(row["calledAt"]))) / 1000
+
+    @property
+    def working_total_s(self) -> float:
+        """Working seconds at the end of the record (the clock's banked time for a finished session)."""
+        if self.finished:
+            return self.meta.clock.banked_s
+        return max([self.meta.clock.banked_s] + [self.working_s(r) for r in self.rows])
+
+    @property
+    def submission(self) -> str | None:
+        """The last ``submission`` row's value (session.json's ``submission`` where the log has none)."""
+        for row in reversed(self.rows):
+            c = row.get("content", {})
+            if c.get("type") == "submission":
+                return c.get("value")
+        return self.meta.submission
+
+    # -- scores ------------------------------------------------------------------------------
+    def normalize(self, value: float) -> float:
+        try:
+            return normalize(value, self.meta.start_score, self.meta.reference_score)
+        except ValueError:
+            return math.nan
+
+    @cached_property
+    def scorings(self) -> list[Scoring]:
+        out: list[Scoring] = []
+        for row in self.rows:
+            c = row.get("content", {})
+            if c.get("type") != "intermediateScore":
+                continue
+            value = score_value(c.get("score"))
+            out.append(Scoring(len(out) + 1, row, c.get("score"), value, self.normalize(value), self.working_s(row),
+                               self.elapsed_ms(int(row["calledAt"])), c.get("message") or {}, c.get("details") or {}))
+        return out
+
+    @property
+    def final_scoring(self) -> Scoring | None:
+        """The scoring that counts: session.json's final attempt once finished, else the current one by rule."""
+        if self.finished:
+            n = self.meta.final_attempt
+            return self.scorings[n - 1] if n is not None and 0 < n <= len(self.scorings) else None
+        idx = final_index([s.value for s in self.scorings], Aggregation(self.meta.aggregation))
+        return None if idx is None else self.scorings[idx]
+
+    # -- commands ----------------------------------------------------------------------------
+    @cached_property
+    def commands(self) -> list[Command]:
+        """Actions paired with their observations by ``id``, in the order the actions were recorded.
+
+        An action with no ``id`` pairs with the next observation that has none (the plain
+        Vivaria convention: an observation answers the preceding action)."""
+        found: list[Command] = []
+        by_id: dict[str, int] = {}
+        waiting_anonymous: list[int] = []
+        for row in self.rows:
+            c = row.get("content", {})
+            if c.get("type") == "action":
+                cid = c["action"].get("id")
+                key = str(cid) if cid is not None else f"trace-{row['index']}"
+                by_id[key] = len(found)
+                if cid is None:
+                    waiting_anonymous.append(len(found))
+                found.append(Command(key, row))
+            elif c.get("type") == "observation":
+                oid = c["observation"].get("id")
+                at = by_id.get(str(oid)) if oid is not None else (waiting_anonymous.pop(0) if waiting_anonymous else None)
+                if at is not None and found[at].observation_row is None:
+                    found[at] = Command(found[at].id, found[at].action_row, row)
+        return found
+
+    @cached_property
+    def paired_observations(self) -> set[int]:
+        """Trace indexes of observation rows that belong to a recorded action."""
+        return {int(c.observation_row["index"]) for c in self.commands if c.observation_row is not None}
+
+    @cached_property
+    def command_ids(self) -> set[str]:
+        return {c.id for c in self.commands}
