@@ -34,11 +34,13 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except RebenchError as exc:
-            err.print(f"[bold red]error:[/bold red] {exc.what}", highlight=False)
+            from rich.markup import escape  # messages may hold [brackets]: print them as written
+
+            err.print(f"[bold red]error:[/bold red] {escape(exc.what)}", highlight=False)
             if exc.kept:
-                err.print(f"[bold]kept:[/bold] {exc.kept}", highlight=False)
+                err.print(f"[bold]kept:[/bold] {escape(exc.kept)}", highlight=False)
             if exc.fix:
-                err.print(f"[bold]next:[/bold] {exc.fix}", highlight=False)
+                err.print(f"[bold]next:[/bold] {escape(exc.fix)}", highlight=False)
             sys.exit(2)
 
 
@@ -304,6 +306,151 @@ def images_build(names: tuple[str, ...], host: str | None) -> None:
     for name in names or ("base",):
         tag = builder.ensure(name)
         err.print(f"ready: {name} = {tag}")
+
+
+@main.command("export")
+@click.argument("session_ids", nargs=-1)
+@click.option("--format", "fmt", type=click.Choice(["inspect", "vivaria", "csv"]), default="inspect", show_default=True,
+              help="inspect: an Inspect .eval log (human_cli shape); vivaria: a folder of Vivaria rows; csv: score and command tables")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="output folder (default: ./exports), one export per session named after it; with one session, "
+                   "a path ending in .eval/.json (inspect) is the file itself")
+@click.option("--all", "all_sessions", is_flag=True, help="every session in the sessions folder")
+@click.option("--json", "as_json", is_flag=True, help="inspect: write JSON logs instead of .eval")
+@sessions_dir_opt
+def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sessions: bool, as_json: bool,
+           sessions_dir: Path | None) -> None:
+    """Export sessions' records (SESSION ids or unique prefixes, or --all) to Inspect, Vivaria or CSV.
+
+    Names in the output folder: ID.eval (or ID.json), ID-vivaria/, ID-csv/. Existing exports are
+    replaced; the session folders are only read. Exits 1 if any session failed to export."""
+    settings = _settings(sessions_dir)
+    if session_ids and all_sessions:
+        raise RebenchError("give session ids or --all, not both")
+    if all_sessions:
+        folders = sorted(p for p in settings.sessions.iterdir() if (p / "session.json").is_file()) \
+            if settings.sessions.is_dir() else []
+        if not folders:
+            raise RebenchError(f"no sessions in {settings.sessions}", fix="pass --sessions-dir")
+    elif session_ids:
+        folders = list(dict.fromkeys(workstation.find_session(settings.sessions, sid) for sid in session_ids))
+    else:
+        raise RebenchError("name the sessions to export (or --all)",
+                           fix="e.g. `rebench-tui export SESSION_ID --format inspect`; `rebench-tui sessions` lists them")
+    inspect_fmt = "json" if as_json else "eval"
+    single_file = (fmt == "inspect" and output is not None and len(folders) == 1
+                   and output.suffix in (".eval", ".json") and not output.is_dir())
+    if single_file:
+        inspect_fmt = output.suffix[1:]
+    if fmt == "inspect":
+        from .trajectory.export_inspect import export_inspect, inspect_available
+
+        try:
+            inspect_available()  # a missing extra stops the batch before it starts
+        except RebenchError as exc:  # printed without markup: the fix's "[inspect]" must show as typed
+            err.print(f"error: {exc.what}", highlight=False, markup=False)
+            err.print(f"next: {exc.fix}", highlight=False, markup=False)
+            sys.exit(2)
+    base = Path("exports") if output is None else output
+
+    def target(folder: Path) -> Path:
+        if single_file:
+            return base
+        return base / {"inspect": f"{folder.name}.{inspect_fmt}", "vivaria": f"{folder.name}-vivaria",
+                       "csv": f"{folder.name}-csv"}[fmt]
+
+    failed = 0
+    for i, folder in enumerate(folders, start=1):
+        dest = target(folder)
+        try:
+            if fmt == "inspect":
+                export_inspect(folder, dest, inspect_fmt)  # type: ignore[arg-type]
+            elif fmt == "vivaria":
+                from .trajectory.export_vivaria import export_vivaria
+
+                export_vivaria(folder, dest)
+            else:
+                from .trajectory.export_csv import export_csv
+
+                export_csv(folder, dest)
+        except Exception as exc:  # noqa: BLE001 - one bad session does not stop the batch; each is reported
+            failed += 1
+            what = exc.what if isinstance(exc, RebenchError) else f"{type(exc).__name__}: {exc}"
+            err.print(f"[{i}/{len(folders)}] {folder.name}: FAILED: {what}", highlight=False, markup=False)
+            if isinstance(exc, RebenchError) and exc.fix:
+                err.print(f"    next: {exc.fix}", highlight=False, markup=False)
+            continue
+        err.print(f"[{i}/{len(folders)}] {folder.name} -> {dest}", highlight=False, markup=False)
+    err.print(f"exported {len(folders) - failed} of {len(folders)} session(s) as {fmt} to {base}", highlight=False, markup=False)
+    if failed:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("sources", nargs=-1)
+@click.option("--humans", "humans_dirs", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="a folder of human session folders to compare (repeatable)")
+@click.option("--no-humans", is_flag=True, help="do not add the sessions folder's sessions when no human run was named")
+@sessions_dir_opt
+@click.option("--env", "envs", multiple=True, help="only this environment: id, METR family or family/task (repeatable)")
+@click.option("--budget", "budgets", multiple=True, default=("8h",), show_default=True,
+              help="working-time budget for final scores, e.g. 2h (repeatable; the largest is the main one; none = whole run)")
+@click.option("--k-max", type=click.IntRange(min=1), default=None, help="largest k for score@k (default: most runs on one environment)")
+@click.option("--bootstrap", "n_boot", type=click.IntRange(min=0), default=1000, show_default=True, help="bootstrap resamples for the score@k band")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the bootstrap")
+@click.option("--level", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True, help="coverage of the band")
+@click.option("--task", default=None, help="environment of Vivaria files that name no taskId (e.g. ai_rd_fix_embedding/main)")
+@click.option("--label", default=None, help="agent label for runs whose files name no agent or model")
+@click.option("--profile", default="gpu", show_default=True, help="catalog profile whose start/reference scores normalize agent runs")
+@click.option("--finished-only", is_flag=True, help="leave out unfinished runs")
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="folder for report files (default: ./compare-report); alone it writes PNG, HTML and CSV")
+@click.option("--png", is_flag=True, help="write compare.png (best-so-far curves, score@k with its band)")
+@click.option("--html", is_flag=True, help="write compare.html (self-contained: the PNG embedded, tables)")
+@click.option("--csv", "csv_", is_flag=True, help="write curves.csv, score_at_k.csv, summary.csv, runs.csv")
+@click.option("--tui", is_flag=True, help="open the comparison on screen instead of printing it")
+def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: bool, sessions_dir: Path | None,
+            envs: tuple[str, ...], budgets: tuple[str, ...], k_max: int | None, n_boot: int, seed: int, level: float,
+            task: str | None, label: str | None, profile: str, finished_only: bool, out_dir: Path | None, png: bool,
+            html: bool, csv_: bool, tui: bool) -> None:
+    """Compare human sessions with agent runs: best-so-far score vs working time, finals, score@k.
+
+    SOURCES: session ids or folders, Inspect logs (.eval/.json), Vivaria JSON/JSONL (trace entries,
+    score-log rows or run objects), or folders of any of these. Without human sources, the
+    sessions folder's sessions are added.
+
+    \b
+    rebench-tui compare runs/agents/ --budget 2h --budget 8h
+    rebench-tui compare runs/claude.eval --humans sessions/ --env fix_embedding -o report/
+    rebench-tui compare trace.jsonl --task ai_rd_triton_cumsum/main --label my-agent --tui
+    """
+    from .compare.analysis import compare as run_compare
+    from .compare.command import gather, parse_budget, resolver_for, write_reports
+
+    settings = _settings(sessions_dir)
+    resolver = resolver_for(settings, profile)
+    got = gather(sources, resolver, sessions_dir=settings.sessions, humans_dirs=humans_dirs, no_humans=no_humans,
+                 envs=envs, finished_only=finished_only, task=task, label=label)
+    for w in got.warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+    for n in got.notes:
+        err.print(f"[dim]note:[/dim] {n}", highlight=False)
+    result = run_compare(got.runs, budgets=[parse_budget(b) for b in budgets], k_max=k_max, n_boot=n_boot,
+                         seed=seed, level=level)
+    if out_dir is not None and not (png or html or csv_):
+        png = html = csv_ = True
+    if png or html or csv_:
+        for path in write_reports(result, out_dir or Path("compare-report"), png=png, html=html, csv=csv_,
+                                  warnings=got.warnings):
+            err.print(f"wrote {path}", highlight=False)
+    if tui:
+        from .tui.screens.compare import CompareApp
+
+        CompareApp(result).run()
+    else:
+        from .compare.terminal import print_report
+
+        print_report(out if out.is_terminal else Console(soft_wrap=True, width=160), result)
 
 
 if __name__ == "__main__":

@@ -427,6 +427,8 @@ class Session:
             raise SessionError("this session is already finished", kept="all records")
         record = self.score(final=True)
         self.audit.append({"type": "submission", "value": value})
+        with self._meta_lock:
+            self.meta.submission = value
         self.finish("submitted")
         return record
 

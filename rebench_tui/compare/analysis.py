@@ -1,0 +1,344 @@
+"""Pure functions that compare runs: best-so-far curves, finals at a budget, scoring rates, score@k.
+
+Rules (the RE-Bench paper's, ``shared/spec/environments.md``):
+
+- A run's **counting score** after each scoring is the best valid score so far (min for
+  lower-is-better, max for higher-is-better), or the last valid one for ``last`` environments
+  (Scaling Law). It is NaN until the first valid score: a step function of working time.
+- **Normalized**: ``(y - start) / (reference - start)``, clipped at 0 below, NaN when invalid.
+- **Final at a budget** ``t``: the counting score over the scorings made within ``t`` working
+  seconds. Where a single number per run is needed (means, score@k), a run with no valid score
+  within the budget counts as 0: no better than the starting solution (``INVALID_AS``).
+- **score@k** for a group: per environment, draw ``k`` of the group's runs WITH replacement and
+  keep the best normalized final; take its expectation exactly from the sorted values
+  ``v_(1) <= ... <= v_(n)``::
+
+      E[max of k] = sum_i v_(i) * ((i/n)^k - ((i-1)/n)^k)
+
+  then average over the environments the group has runs on.
+- **Band** around score@k: a seeded percentile bootstrap. Each replicate resamples, per
+  environment, ``n_e`` runs with replacement from the group's ``n_e`` runs, computes the exact
+  ``E[max of k]`` on the resample, and averages over environments; the band is the
+  ``(1 - level)/2`` and ``(1 + level)/2`` quantiles (linear interpolation) of the replicates.
+  ``random.Random(seed)`` draws the resamples, so a band is reproducible.
+- **Scoring rate**: scorings per working hour, pooled over a group's runs (all scorings within
+  the budget over the working hours the runs spent within it).
+- **Group curve**: the mean over runs of the normalized counting score at each time, a run
+  counting 0 before its first valid score and keeping its final after it ended; the curve over
+  all environments is the mean of the per-environment curves.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ..scoring import running_final
+from .runs import HUMAN_LABEL, Run
+
+INVALID_AS = 0.0
+ALL = "ALL"
+HOUR = 3600.0
+
+
+# -- one run ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Curve:
+    """A step function: ``values[i]`` holds from ``times[i]`` until the next time (NaN before the first)."""
+
+    times: tuple[float, ...]
+    values: tuple[float, ...]
+
+    def at(self, t: float) -> float:
+        i = bisect_right(self.times, t)
+        return math.nan if i == 0 else self.values[i - 1]
+
+
+def best_so_far(run: Run) -> Curve:
+    """The counting raw score after each scoring (best valid so far, or last valid for ``last``)."""
+    return Curve(tuple(run.times), tuple(running_final(run.scores, run.env.aggregation)))
+
+
+def normalized_curve(run: Run) -> Curve:
+    """The counting score normalized; NaN until the first valid score.
+
+    Normalization is monotone in "better", so the normalized best is the best normalized.
+    """
+    raw = best_so_far(run)
+    return Curve(raw.times, tuple(run.env.normalize(v) for v in raw.values))
+
+
+def final_at(run: Run, budget_s: float | None = None) -> float:
+    """The raw counting score using only scorings within ``budget_s`` working seconds (NaN if none valid)."""
+    curve = best_so_far(run)
+    if not curve.times:
+        return math.nan
+    return curve.values[-1] if budget_s is None else curve.at(budget_s)
+
+
+def normalized_final_at(run: Run, budget_s: float | None = None) -> float:
+    return run.env.normalize(final_at(run, budget_s))
+
+
+def final_value(run: Run, budget_s: float | None = None, invalid_as: float = INVALID_AS) -> float:
+    """The normalized final as one number: ``invalid_as`` when the run has no valid score in budget."""
+    v = normalized_final_at(run, budget_s)
+    return invalid_as if math.isnan(v) else v
+
+
+def hours_within(run: Run, budget_s: float | None = None) -> float:
+    d = run.duration_s
+    return (d if budget_s is None else min(d, budget_s)) / HOUR
+
+
+def scorings_within(run: Run, budget_s: float | None = None) -> int:
+    return len(run.scorings) if budget_s is None else sum(1 for s in run.scorings if s.working_s <= budget_s)
+
+
+def scoring_rate(runs: Run | Iterable[Run], budget_s: float | None = None) -> float:
+    """Scorings per working hour, pooled over the runs; NaN with no working time."""
+    runs = [runs] if isinstance(runs, Run) else list(runs)
+    hours = sum(hours_within(r, budget_s) for r in runs)
+    return math.nan if hours <= 0 else sum(scorings_within(r, budget_s) for r in runs) / hours
+
+
+# -- score@k ----------------------------------------------------------------------------------
+def expected_max(values: Sequence[float], k: int) -> float:
+    """E[max of k draws with replacement] from ``values``, exactly: ``sum_i v_(i) ((i/n)^k - ((i-1)/n)^k)``."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    v = sorted(values)
+    n = len(v)
+    if n == 0:
+        return math.nan
+    if any(math.isnan(x) for x in v):
+        raise ValueError("expected_max needs numbers; map invalid runs to a value first")
+    total = 0.0
+    prev = 0.0
+    for i, x in enumerate(v, start=1):
+        cur = (i / n) ** k
+        total += x * (cur - prev)
+        prev = cur
+    return total
+
+
+def expected_max_all(values: Sequence[float], ks: Sequence[int]) -> list[float]:
+    return [expected_max(values, k) for k in ks]
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-quantile with linear interpolation between order statistics (numpy's default)."""
+    n = len(sorted_values)
+    if n == 0:
+        return math.nan
+    pos = q * (n - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def score_at_k_values(values_by_env: dict[str, Sequence[float]], ks: Sequence[int]) -> list[float]:
+    """score@k for each k: the mean over environments of the exact expected best of k."""
+    envs = [e for e, v in values_by_env.items() if len(v)]
+    if not envs:
+        return [math.nan for _ in ks]
+    per = [expected_max_all(values_by_env[e], ks) for e in envs]
+    return [sum(p[j] for p in per) / len(per) for j in range(len(ks))]
+
+
+def bootstrap_band(values_by_env: dict[str, Sequence[float]], ks: Sequence[int], *, n_boot: int = 1000,
+                   seed: int = 0, level: float = 0.95) -> tuple[list[float], list[float]]:
+    """Percentile-bootstrap band of score@k (see the module text); (low, high) per k."""
+    envs = [e for e, v in values_by_env.items() if len(v)]
+    if not envs or n_boot < 1:
+        return [math.nan] * len(ks), [math.nan] * len(ks)
+    rng = random.Random(seed)
+    reps: list[list[float]] = [[] for _ in ks]
+    for _ in range(n_boot):
+        resampled = {e: [rng.choice(values_by_env[e]) for _ in values_by_env[e]] for e in envs}
+        for j, v in enumerate(score_at_k_values(resampled, ks)):
+            reps[j].append(v)
+    a = (1 - level) / 2
+    lows, highs = [], []
+    for r in reps:
+        r.sort()
+        lows.append(quantile(r, a))
+        highs.append(quantile(r, 1 - a))
+    return lows, highs
+
+
+@dataclass(frozen=True)
+class ScoreAtK:
+    group: str
+    budget_s: float | None
+    ks: tuple[int, ...]
+    expected: tuple[float, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    per_env: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    n_runs: dict[str, int] = field(default_factory=dict)
+
+    def at(self, k: int) -> float:
+        return self.expected[self.ks.index(k)] if k in self.ks else math.nan
+
+
+def finals_by_env(runs: Iterable[Run], budget_s: float | None = None, invalid_as: float = INVALID_AS) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for r in runs:
+        out.setdefault(r.env_id, []).append(final_value(r, budget_s, invalid_as))
+    return out
+
+
+def score_at_k(runs: Iterable[Run], ks: Sequence[int], budget_s: float | None = None, *, group: str = "",
+               n_boot: int = 1000, seed: int = 0, level: float = 0.95, invalid_as: float = INVALID_AS) -> ScoreAtK:
+    """score@k of a set of runs (one group) with its bootstrap band."""
+    ks = tuple(ks)
+    by_env = finals_by_env(runs, budget_s, invalid_as)
+    low, high = bootstrap_band(by_env, ks, n_boot=n_boot, seed=seed, level=level)
+    return ScoreAtK(group, budget_s, ks, tuple(score_at_k_values(by_env, ks)), tuple(low), tuple(high),
+                    {e: tuple(expected_max_all(v, ks)) for e, v in by_env.items()},
+                    {e: len(v) for e, v in by_env.items()})
+
+
+def average_normalized(runs: Iterable[Run], budget_s: float | None = None, invalid_as: float = INVALID_AS) -> float:
+    """Mean over environments of the mean normalized final of the runs on each."""
+    by_env = finals_by_env(runs, budget_s, invalid_as)
+    if not by_env:
+        return math.nan
+    return sum(sum(v) / len(v) for v in by_env.values()) / len(by_env)
+
+
+# -- group curves -----------------------------------------------------------------------------
+def time_grid(max_s: float, points: int = 200) -> list[float]:
+    if max_s <= 0:
+        return [0.0]
+    return [max_s * i / (points - 1) for i in range(points)]
+
+
+def mean_curve(runs: Sequence[Run], grid_s: Sequence[float], invalid_as: float = INVALID_AS) -> list[float]:
+    """Mean normalized counting score of the runs at each grid time (see the module text)."""
+    curves = [normalized_curve(r) for r in runs]
+    if not curves:
+        return [math.nan for _ in grid_s]
+    out = []
+    for t in grid_s:
+        vals = [c.at(t) for c in curves]
+        out.append(sum(invalid_as if math.isnan(v) else v for v in vals) / len(vals))
+    return out
+
+
+def mean_curve_over_envs(runs: Sequence[Run], grid_s: Sequence[float], invalid_as: float = INVALID_AS) -> list[float]:
+    by_env: dict[str, list[Run]] = {}
+    for r in runs:
+        by_env.setdefault(r.env_id, []).append(r)
+    if not by_env:
+        return [math.nan for _ in grid_s]
+    per = [mean_curve(rs, grid_s, invalid_as) for rs in by_env.values()]
+    return [sum(p[i] for p in per) / len(per) for i in range(len(grid_s))]
+
+
+# -- a whole comparison -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class GroupStats:
+    """One group's runs on one environment (or on all: env ``ALL``)."""
+
+    env_id: str
+    group: str
+    n_runs: int
+    n_finished: int
+    n_scorings: int
+    hours: float  # working hours within the main budget
+    rate_per_hour: float
+    mean_final: dict[float | None, float]  # raw, by budget (mean over runs with a valid score)
+    mean_normalized: dict[float | None, float]  # by budget, invalid runs as 0
+    best_normalized: dict[float | None, float]  # by budget
+
+
+def _group_order(groups: Iterable[str]) -> list[str]:
+    gs = sorted(set(groups))
+    return ([HUMAN_LABEL] if HUMAN_LABEL in gs else []) + [g for g in gs if g != HUMAN_LABEL]
+
+
+@dataclass
+class Comparison:
+    runs: list[Run]
+    budgets: tuple[float | None, ...]
+    ks: tuple[int, ...]
+    n_boot: int
+    seed: int
+    level: float
+    envs: list[str] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+    stats: dict[tuple[str, str], GroupStats] = field(default_factory=dict)
+    score_at_k: dict[tuple[str, float | None], ScoreAtK] = field(default_factory=dict)
+
+    @property
+    def budget(self) -> float | None:
+        """The main budget: the largest one given (None: no limit)."""
+        return None if None in self.budgets else max(self.budgets)  # type: ignore[type-var]
+
+    def runs_of(self, env: str | None = None, group: str | None = None) -> list[Run]:
+        return [r for r in self.runs if (env in (None, ALL) or r.env_id == env) and (group is None or r.group == group)]
+
+    def max_hours(self) -> float:
+        d = max((r.duration_s for r in self.runs), default=0.0)
+        b = self.budget
+        return (d if b is None else min(d, b)) / HOUR
+
+    def group_curve(self, group: str, env: str | None = None, points: int = 200) -> tuple[list[float], list[float]]:
+        """(working hours, mean normalized counting score) for a group, on one environment or all."""
+        runs = self.runs_of(env, group)
+        if not runs:
+            return [], []
+        end = max(r.duration_s for r in runs)
+        if self.budget is not None:
+            end = min(end, self.budget)
+        grid = time_grid(end, points)
+        ys = mean_curve(runs, grid) if env not in (None, ALL) else mean_curve_over_envs(runs, grid)
+        return [t / HOUR for t in grid], ys
+
+
+def _stats(env_id: str, group: str, runs: list[Run], budgets: Sequence[float | None], main: float | None) -> GroupStats:
+    mean_final, mean_norm, best_norm = {}, {}, {}
+    for b in budgets:
+        raw = [final_at(r, b) for r in runs]
+        valid = [x for x in raw if not math.isnan(x)]
+        # Raw scores of different environments are in different units: no mean across them.
+        mean_final[b] = sum(valid) / len(valid) if valid and env_id != ALL else math.nan
+        if env_id == ALL:
+            mean_norm[b] = average_normalized(runs, b)
+        else:
+            vals = [final_value(r, b) for r in runs]
+            mean_norm[b] = sum(vals) / len(vals) if vals else math.nan
+        best_norm[b] = max((final_value(r, b) for r in runs), default=math.nan)
+    return GroupStats(env_id, group, len(runs), sum(r.finished for r in runs), sum(scorings_within(r, main) for r in runs),
+                      sum(hours_within(r, main) for r in runs), scoring_rate(runs, main), mean_final, mean_norm, best_norm)
+
+
+def compare(runs: Sequence[Run], *, budgets: Sequence[float | None] = (8 * HOUR,), k_max: int | None = None,
+            n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Comparison:
+    """Everything the reports show, computed once.
+
+    ``k_max`` defaults to the most runs any group has on one environment (at least 1).
+    """
+    runs = list(runs)
+    budgets = tuple(None if b is None else float(b) for b in budgets) or (None,)
+    envs = sorted({r.env_id for r in runs})
+    groups = _group_order(r.group for r in runs)
+    if k_max is None:
+        counts = [len([r for r in runs if r.env_id == e and r.group == g]) for e in envs for g in groups]
+        k_max = max(counts + [1])
+    ks = tuple(range(1, max(1, k_max) + 1))
+    c = Comparison(runs, budgets, ks, n_boot, seed, level, envs, groups)
+    main = c.budget
+    for g in groups:
+        for e in envs + [ALL]:
+            rs = c.runs_of(e, g)
+            if rs:
+                c.stats[(e, g)] = _stats(e, g, rs, budgets, main)
+        for b in budgets:
+            c.score_at_k[(g, b)] = score_at_k(c.runs_of(None, g), ks, b, group=g, n_boot=n_boot, seed=seed, level=level)
+    return c

@@ -1,0 +1,98 @@
+"""What ``rebench-tui compare`` does, below the command line: gather runs, then write the reports.
+
+Which human sessions are compared: the sessions named among the sources (ids, folders, or
+folders of sessions), every session in each ``--humans`` folder, and, when neither gave any
+human run, every session in the sessions folder (unless ``--no-humans``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..clock import parse_duration
+from .analysis import Comparison
+from .imports import Loaded, filter_runs, load_sources, read_human_session, read_sessions_dir
+from .runs import CompareError, EnvResolver, Run
+
+NO_BUDGET = ("none", "all", "0")
+
+
+def parse_budget(text: str) -> float | None:
+    """Seconds from ``8h``/``90m``/``3600``; ``none`` (or ``all``) means the whole run."""
+    if text.strip().lower() in NO_BUDGET:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise CompareError(f"--budget {text!r}: {exc}", fix="use e.g. --budget 2h --budget 8h, or --budget none") from exc
+
+
+def resolver_for(settings, profile: str = "gpu") -> EnvResolver:
+    """Environment facts from the catalog where it loads, else the built-in table."""
+    try:
+        from .. import workstation
+
+        return EnvResolver(workstation.catalog(settings), profile=profile)
+    except Exception:  # noqa: BLE001 - the built-in facts still serve every RE-Bench environment
+        return EnvResolver(None, profile=profile)
+
+
+@dataclass
+class Gathered:
+    runs: list[Run] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path, humans_dirs: Sequence[Path] = (),
+           no_humans: bool = False, envs: Sequence[str] = (), finished_only: bool = False, task: str | None = None,
+           label: str | None = None) -> Gathered:
+    loaded = load_sources(sources, resolver, sessions_dir=sessions_dir, task=task, label=label)
+    for folder in humans_dirs:
+        if not folder.is_dir():
+            raise CompareError(f"--humans {folder}: no such folder")
+        _add_sessions(loaded, folder)
+    out = Gathered(warnings=list(loaded.warnings))
+    if not no_humans and not humans_dirs and not any(r.human for r in loaded.runs):
+        before = len(loaded.runs)
+        _add_sessions(loaded, sessions_dir)
+        added = len(loaded.runs) - before
+        if added:
+            out.notes.append(f"added {added} human session(s) from {sessions_dir} (--no-humans leaves them out)")
+    out.runs = filter_runs(loaded.runs, resolver, envs, finished_only=finished_only)
+    for r in out.runs:
+        out.notes += [f"{r.run_id}: {n}" for n in r.notes if n.startswith("profile")]
+    if not out.runs:
+        raise CompareError("no runs to compare" + (" after --env/--finished-only" if loaded.runs else ""),
+                           kept=f"{len(out.warnings)} warning(s) above" if out.warnings else None,
+                           fix="name session ids or folders, Inspect .eval/.json logs, or Vivaria .json/.jsonl files "
+                               "(see `rebench-tui compare --help`)")
+    return out
+
+
+def _add_sessions(loaded: Loaded, folder: Path) -> None:
+    for p in read_sessions_dir(folder):
+        try:
+            loaded.add([read_human_session(p)])
+        except CompareError as exc:
+            loaded.warnings.append(f"skipped {p}: {exc.what}")
+
+
+def write_reports(c: Comparison, out_dir: Path, *, png: bool, html: bool, csv: bool,
+                  warnings: Sequence[str] = ()) -> list[Path]:
+    from . import report
+
+    written: list[Path] = []
+    image = report.render_png(c) if (png or html) else None
+    if png:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / "compare.png"
+        path.write_bytes(image or b"")
+        written.append(path)
+    if html:
+        written.append(report.write_html(c, out_dir / "compare.html", image, warnings))
+    if csv:
+        written += report.write_csv(c, out_dir)
+    return written

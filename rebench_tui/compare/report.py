@@ -1,0 +1,291 @@
+"""Files from a comparison: CSV tables, a PNG figure (matplotlib, Agg) and a self-contained HTML page.
+
+The PNG has one panel per environment (each run's best-so-far normalized score as a thin step
+line, each group's mean as a thick one), a panel over all environments when there are several,
+and a score@k panel with its bootstrap band. Panels are ``PANEL_IN`` inches at ``DPI``, so the
+image size follows from the panel count (:func:`png_size`).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import math
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .analysis import ALL, HOUR, Comparison, final_at, final_value, normalized_curve, best_so_far
+from .runs import CompareError
+from .terminal import env_title, fmt_budget, k_columns, summary_rows
+
+DPI = 100
+PANEL_IN = (5.0, 3.8)
+MAX_COLS = 3
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+BUDGET_STYLES = ("-", "--", ":", "-.")
+
+
+def _num(x: Any) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        return "NaN" if math.isnan(x) else repr(x)
+    return str(x)
+
+
+# -- CSV --------------------------------------------------------------------------------------
+CURVES_COLUMNS = ("env_id", "group", "run_id", "source_kind", "label", "finished", "scoring", "working_s", "working_h",
+                  "score", "best_score", "normalized_best")
+SCORE_AT_K_COLUMNS = ("group", "budget_s", "env_id", "k", "n_runs", "expected", "low", "high")
+SUMMARY_COLUMNS = ("env_id", "group", "budget_s", "runs", "finished", "scorings", "working_h", "scorings_per_hour",
+                   "mean_final", "mean_normalized", "best_normalized")
+RUNS_COLUMNS = ("run_id", "source_kind", "source", "env_id", "group", "label", "finished", "scorings", "working_s",
+                "final", "normalized", "start", "reference", "direction", "aggregation")
+
+
+def _write(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for row in rows:
+            w.writerow([_num(x) for x in row])
+    return path
+
+
+def curve_rows(c: Comparison) -> list[list[Any]]:
+    rows = []
+    for r in c.runs:
+        raw, norm = best_so_far(r), normalized_curve(r)
+        for i, s in enumerate(r.scorings):
+            rows.append([r.env_id, r.group, r.run_id, r.kind.value, r.label, r.finished, i + 1, s.working_s,
+                         s.working_s / HOUR, s.score, raw.values[i], norm.values[i]])
+    return rows
+
+
+def score_at_k_rows(c: Comparison) -> list[list[Any]]:
+    rows = []
+    for (g, b), sk in c.score_at_k.items():
+        for j, k in enumerate(sk.ks):
+            rows.append([g, b, ALL, k, sum(sk.n_runs.values()), sk.expected[j], sk.low[j], sk.high[j]])
+        for e, vals in sk.per_env.items():
+            for j, k in enumerate(sk.ks):
+                rows.append([g, b, e, k, sk.n_runs[e], vals[j], None, None])
+    return rows
+
+
+def summary_csv_rows(c: Comparison) -> list[list[Any]]:
+    rows = []
+    for (e, g), st in c.stats.items():
+        for b in c.budgets:
+            rows.append([e, g, b, st.n_runs, st.n_finished, st.n_scorings, st.hours, st.rate_per_hour,
+                         st.mean_final[b], st.mean_normalized[b], st.best_normalized[b]])
+    return rows
+
+
+def run_rows(c: Comparison) -> list[list[Any]]:
+    b = c.budget
+    return [[r.run_id, r.kind.value, r.source, r.env_id, r.group, r.label, r.finished, len(r.scorings), r.duration_s,
+             final_at(r, b), final_value(r, b), r.env.start, r.env.reference, r.env.direction.value, r.env.aggregation.value]
+            for r in c.runs]
+
+
+def write_csv(c: Comparison, out_dir: Path) -> list[Path]:
+    """``curves.csv``, ``score_at_k.csv``, ``summary.csv`` and ``runs.csv`` in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [
+        _write(out_dir / "curves.csv", CURVES_COLUMNS, curve_rows(c)),
+        _write(out_dir / "score_at_k.csv", SCORE_AT_K_COLUMNS, score_at_k_rows(c)),
+        _write(out_dir / "summary.csv", SUMMARY_COLUMNS, summary_csv_rows(c)),
+        _write(out_dir / "runs.csv", RUNS_COLUMNS, run_rows(c)),
+    ]
+
+
+# -- PNG --------------------------------------------------------------------------------------
+def panels(c: Comparison) -> list[str]:
+    """What the figure shows, in order: each environment, ALL (if several), then score@k ("k")."""
+    return list(c.envs) + ([ALL] if len(c.envs) > 1 else []) + ["k"]
+
+
+def grid_shape(n_panels: int) -> tuple[int, int]:
+    cols = min(MAX_COLS, n_panels)
+    return math.ceil(n_panels / cols), cols
+
+
+def png_size(c: Comparison) -> tuple[int, int]:
+    """(width, height) in pixels of the PNG for this comparison."""
+    rows, cols = grid_shape(len(panels(c)))
+    return round(cols * PANEL_IN[0] * DPI), round(rows * PANEL_IN[1] * DPI)
+
+
+def _matplotlib():
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise CompareError("the PNG report needs matplotlib, which is not installed",
+                           fix="pip install 'rebench-tui[report]', or leave out --png/--html") from exc
+    return Figure, FigureCanvasAgg
+
+
+def _short(text: str, limit: int = 34) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _color(c: Comparison, group: str) -> str:
+    return PALETTE[c.groups.index(group) % len(PALETTE)]
+
+
+def _rule_text(c: Comparison, env: str) -> str:
+    run = next(r for r in c.runs if r.env_id == env)
+    e = run.env
+    rule = "last valid counts" if e.aggregation.value == "last" else f"{e.direction.value} is better"
+    return f"{rule}; start {e.start:g}, reference {e.reference:g}"
+
+
+def _env_panel(ax: Any, c: Comparison, env: str) -> None:
+    end_h = c.max_hours()
+    for g in c.groups:
+        runs = c.runs_of(env, g)
+        color = _color(c, g)
+        if env != ALL:
+            for r in runs:
+                cur = normalized_curve(r)
+                pts = [(t / HOUR, v) for t, v in zip(cur.times, cur.values) if math.isfinite(v)]
+                if c.budget is not None:
+                    pts = [p for p in pts if p[0] <= c.budget / HOUR]
+                if not pts:
+                    continue
+                stop = r.duration_s if c.budget is None else min(r.duration_s, c.budget)
+                xs = [p[0] for p in pts] + [max(stop / HOUR, pts[-1][0])]
+                ys = [p[1] for p in pts] + [pts[-1][1]]
+                ax.step(xs, ys, where="post", color=color, alpha=0.45, linewidth=1.0)
+        xs, ys = c.group_curve(g, env)
+        if xs:
+            n_envs = len({r.env_id for r in runs})
+            count = f"n={len(runs)}" + (f", {n_envs} env{'s' if n_envs > 1 else ''}" if env == ALL else "")
+            ax.plot(xs, ys, color=color, linewidth=2.4, label=f"{_short(g)} ({count})")
+    ax.axhline(1.0, color="0.4", linestyle="--", linewidth=0.8)
+    ax.axhline(0.0, color="0.6", linewidth=0.6)
+    for b in c.budgets:
+        if b is not None and b / HOUR < end_h:
+            ax.axvline(b / HOUR, color="0.5", linestyle=":", linewidth=0.8)
+    ax.set_xlim(0, max(end_h, 1e-9))
+    ax.set_ylim(bottom=-0.05)
+    ax.set_xlabel("working hours")
+    ax.set_ylabel("best-so-far normalized score")
+    title = _short(env_title(c, env), 60)
+    ax.set_title(title + (" — group means" if env == ALL else f"\n{_rule_text(c, env)}"), fontsize=9.5)
+    ax.grid(alpha=0.25)
+    ax.legend(fontsize=7, loc="best")
+
+
+def _k_panel(ax: Any, c: Comparison) -> None:
+    for g in c.groups:
+        color = _color(c, g)
+        for i, b in enumerate(c.budgets):
+            sk = c.score_at_k[(g, b)]
+            ks = list(sk.ks)
+            ax.plot(ks, sk.expected, color=color, linestyle=BUDGET_STYLES[i % len(BUDGET_STYLES)], marker="o",
+                    markersize=3.5, label=f"{_short(g)} @ {fmt_budget(b)}")
+            lo = [x if math.isfinite(x) else math.nan for x in sk.low]
+            hi = [x if math.isfinite(x) else math.nan for x in sk.high]
+            ax.fill_between(ks, lo, hi, color=color, alpha=0.15 if i == len(c.budgets) - 1 else 0.07, linewidth=0)
+    ax.axhline(1.0, color="0.4", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("k (attempts drawn with replacement, best kept)")
+    ax.set_ylabel("mean normalized score over environments")
+    ax.set_title(f"score@k with {int(c.level * 100)}% bootstrap band ({c.n_boot} resamples, seed {c.seed})", fontsize=9.5)
+    if len(c.ks) > 1:
+        ax.set_xlim(1, c.ks[-1])
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(bottom=-0.05)
+    ax.grid(alpha=0.25)
+    ax.legend(fontsize=7, loc="best")
+
+
+def render_png(c: Comparison) -> bytes:
+    Figure, FigureCanvasAgg = _matplotlib()
+    ps = panels(c)
+    rows, cols = grid_shape(len(ps))
+    fig = Figure(figsize=(cols * PANEL_IN[0], rows * PANEL_IN[1]), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for i, p in enumerate(ps):
+        ax = axes[i // cols][i % cols]
+        if p == "k":
+            _k_panel(ax, c)
+        else:
+            _env_panel(ax, c, p)
+    for j in range(len(ps), rows * cols):
+        axes[j // cols][j % cols].set_visible(False)
+    fig.suptitle(f"RE-Bench comparison: {len(c.runs)} runs; thin steps: single runs, thick: group means "
+                 "(0 until a first valid score); " + ("finals over whole runs" if c.budget is None else
+                                                      f"finals at {fmt_budget(c.budget)} of working time"), fontsize=11)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def write_png(c: Comparison, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(render_png(c))
+    return path
+
+
+# -- HTML -------------------------------------------------------------------------------------
+def _table(cols: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(str(x))}</th>" for x in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+METHOD_HTML = """
+<h2>Method</h2>
+<ul>
+<li>Normalized score: (y &minus; start) / (reference &minus; start), clipped at 0 below; invalid (NaN) scorings count for nothing.</li>
+<li>Best-so-far: the best valid score so far by the environment's direction, or the last valid one where the last counts (Scaling Law); plotted against pause-excluded working time.</li>
+<li>Final at a budget: the counting score over scorings made within the budget; a run without a valid score counts as 0 in means and score@k.</li>
+<li>score@k: per environment E[max of k draws with replacement] = &sum;<sub>i</sub> v<sub>(i)</sub> ((i/n)<sup>k</sup> &minus; ((i&minus;1)/n)<sup>k</sup>) over the sorted normalized finals v<sub>(1)</sub> &le; &hellip; &le; v<sub>(n)</sub>, averaged over the environments the group has runs on.</li>
+<li>Band: percentile bootstrap; each resample redraws every environment's runs with replacement and recomputes the exact score@k.</li>
+</ul>
+"""
+
+CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:0.5em 0 1.5em}
+td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:right}td:first-child,th:first-child{text-align:left}
+th{background:#f3f3f3}img{max-width:100%;border:1px solid #ddd}h2{margin-top:1.2em}.warn{color:#a60}"""
+
+
+def render_html(c: Comparison, png: bytes | None = None, warnings: Sequence[str] = ()) -> str:
+    png = render_png(c) if png is None else png
+    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>RE-Bench comparison</title>",
+             f"<style>{CSS}</style></head><body>",
+             f"<h1>RE-Bench comparison</h1><p>{len(c.runs)} runs on {len(c.envs)} environment(s); groups: "
+             f"{html.escape(', '.join(c.groups))}; budgets: {html.escape(', '.join(fmt_budget(b) for b in c.budgets))}.</p>",
+             f"<img alt='best-so-far curves and score@k' src='data:image/png;base64,{base64.b64encode(png).decode('ascii')}'>"]
+    if warnings:
+        parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li class='warn'>{html.escape(w)}</li>" for w in warnings) + "</ul>")
+    parts.append("<h2>Per environment</h2>")
+    for env in c.envs + ([ALL] if len(c.envs) > 1 else []):
+        cols, rows = summary_rows(c, env)
+        parts.append(f"<h3>{html.escape(env_title(c, env))}</h3>" + _table(cols, rows))
+    kshow = k_columns(c.ks, 10)
+    rows = []
+    for (g, b), sk in c.score_at_k.items():
+        rows.append([g, fmt_budget(b)] + [f"{sk.expected[sk.ks.index(k)]:.3f} [{sk.low[sk.ks.index(k)]:.3f}, "
+                                          f"{sk.high[sk.ks.index(k)]:.3f}]" for k in kshow])
+    parts.append("<h2>score@k</h2>" + _table(["group", "budget"] + [f"k={k}" for k in kshow], rows))
+    parts.append("<h2>Runs</h2>" + _table(
+        ["run", "kind", "env", "group", "finished", "scorings", "working h", f"final@{fmt_budget(c.budget)}", "normalized"],
+        [[r[0], r[1], r[3], r[4], "yes" if r[6] else "no", r[7], f"{r[8] / HOUR:.2f}",
+          "–" if math.isnan(r[9]) else f"{r[9]:.4g}", f"{r[10]:.2f}"] for r in run_rows(c)]))
+    parts.append(METHOD_HTML + "</body></html>\n")
+    return "".join(parts)
+
+
+def write_html(c: Comparison, path: Path, png: bytes | None = None, warnings: Sequence[str] = ()) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(c, png, warnings), encoding="utf-8")
+    return path

@@ -1,0 +1,107 @@
+"""The comparison on screen: a chart of best-so-far curves and a table, one environment at a time.
+
+It renders a :class:`~rebench_tui.compare.analysis.Comparison` computed beforehand (by
+``rebench-tui compare --tui``); it computes nothing itself. Keys: right/``n`` and left/``p``
+switch the environment (all environments first, when there are several), ``q``/escape closes.
+"""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+from textual_plotext import PlotextPlot
+
+from ...compare.analysis import ALL, Comparison
+from ...compare.terminal import draw_curves, env_title, fmt_budget, summary_rows
+
+
+class CompareChart(PlotextPlot):
+    DEFAULT_CSS = "CompareChart { height: 1fr; min-height: 10; }"
+
+
+class CompareTable(DataTable):
+    DEFAULT_CSS = "CompareTable { height: auto; max-height: 12; }"
+
+
+class CompareScreen(Screen):
+    DEFAULT_CSS = """
+    CompareScreen #compare-title { height: 1; padding: 0 1; background: $boost; text-style: bold; }
+    CompareScreen #compare-help { height: 1; padding: 0 1; color: $text-muted; }
+    """
+    BINDINGS = [
+        Binding("right,n", "next_env", "Next env", id="compare.next_env", priority=True),
+        Binding("left,p", "prev_env", "Previous env", id="compare.prev_env", priority=True),
+        Binding("q,escape", "close", "Close", id="compare.close"),
+    ]
+
+    def __init__(self, comparison: Comparison, **kw) -> None:
+        super().__init__(**kw)
+        self.comparison = comparison
+        c = comparison
+        self.env_ids: list[str] = ([ALL] if len(c.envs) > 1 else []) + list(c.envs)
+        self.position = 0
+
+    @property
+    def env(self) -> str:
+        return self.env_ids[self.position] if self.env_ids else ALL
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="compare-title")
+        yield CompareChart(id="compare-chart")
+        yield CompareTable(id="compare-table", cursor_type="row", zebra_stripes=True)
+        c = self.comparison
+        yield Static(f"{len(c.runs)} runs · final scores at {fmt_budget(c.budget)} · score@k band: "
+                     f"{int(c.level * 100)}% bootstrap ({c.n_boot} resamples, seed {c.seed})", id="compare-help")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show_env()
+
+    def show_env(self) -> None:
+        c = self.comparison
+        env = self.env
+        where = f"[{self.position + 1}/{len(self.env_ids)}]" if self.env_ids else ""
+        self.query_one("#compare-title", Static).update(f"{env_title(c, env)} {where}")
+        table = self.query_one(CompareTable)
+        cols, rows = summary_rows(c, env)
+        table.clear(columns=True)
+        table.add_columns(*cols)
+        for row in rows:
+            table.add_row(*row, key=row[0])
+        chart = self.query_one(CompareChart)
+        plt = chart.plt
+        plt.clear_data()
+        plt.clear_figure()
+        draw_curves(plt, c, env)
+        chart.refresh()
+
+    def action_next_env(self) -> None:
+        if self.env_ids:
+            self.position = (self.position + 1) % len(self.env_ids)
+            self.show_env()
+
+    def action_prev_env(self) -> None:
+        if self.env_ids:
+            self.position = (self.position - 1) % len(self.env_ids)
+            self.show_env()
+
+    def action_close(self) -> None:
+        if len(self.app.screen_stack) > 2:
+            self.app.pop_screen()
+        else:
+            self.app.exit()
+
+
+class CompareApp(App):
+    """A small app that shows only the compare screen (``rebench-tui compare --tui``)."""
+
+    TITLE = "rebench-tui compare"
+
+    def __init__(self, comparison: Comparison) -> None:
+        super().__init__()
+        self.comparison = comparison
+
+    def on_mount(self) -> None:
+        self.push_screen(CompareScreen(self.comparison))
