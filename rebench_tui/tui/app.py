@@ -40,6 +40,7 @@ class RebenchApp(App[None]):
         Binding("n", "note", "Note", id="note"),
         Binding("t", "shell", "Shell", id="shell"),
         Binding("x", "submit", "Submit", id="submit"),
+        Binding("v", "compare", "Compare", id="compare"),
         Binding("question_mark", "help", "Help", id="help"),
         Binding("q", "quit_confirm", "Quit", id="quit"),
         Binding("ctrl+c", "quit_confirm", "Quit", id="quit_ctrl_c", show=False, priority=True),
@@ -290,6 +291,35 @@ class RebenchApp(App[None]):
             self._finish_worker(value)
 
         self.push_screen(SubmitScreen(), done)
+
+    def action_compare(self) -> None:
+        self.notify("Comparing with the other sessions of this environment…")
+        self._compare_worker()
+
+    @work(thread=True, exit_on_error=False, group="compare")
+    def _compare_worker(self) -> None:
+        """This environment's human sessions (this one included) and any agent runs in
+        $REBENCH_AGENT_RUNS, computed off the screen's thread, then shown."""
+        import os
+
+        from ..catalog import Catalog
+        from ..compare.analysis import compare
+        from ..compare.command import gather
+        from ..compare.runs import EnvResolver
+
+        s = self.session
+        agents = os.environ.get("REBENCH_AGENT_RUNS")
+        resolver = EnvResolver(Catalog(root=s.env.path.parent, environments={s.env.id: s.env}), profile=s.meta.profile)
+        try:
+            got = gather([agents] if agents else [], resolver, sessions_dir=s.folder.parent,
+                         humans_dirs=[s.folder.parent] if agents else [], envs=[s.env.id])
+            comparison = compare(got.runs, n_boot=200)
+        except RebenchError as exc:
+            self.call_from_thread(self.notify, f"Nothing to compare: {exc.what}", severity="warning")
+            return
+        from .screens.compare import CompareScreen
+
+        self.call_from_thread(self.push_screen, CompareScreen(comparison))
 
     def action_help(self) -> None:
         keys = self.active_bindings

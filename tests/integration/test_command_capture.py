@@ -122,3 +122,47 @@ def test_resume_replays_nothing(session, docker_runtime):
         again.close()
     texts = [a["args"]["command"] for a, _ in commands(rows)]
     assert texts.count("echo once") == 1 and texts.count("echo twice") == 1
+
+
+def test_a_container_session_exports_step_by_step(session, tmp_path):
+    """A session recorded in a real container exports to .eval, a Vivaria bundle and CSV."""
+    import csv
+    import json
+
+    from inspect_ai.event import ScoreEvent, ToolEvent
+    from inspect_ai.log import read_eval_log
+
+    from rebench_tui.trajectory.entries import TraceEntry
+    from rebench_tui.trajectory.export_csv import export_csv
+    from rebench_tui.trajectory.export_inspect import export_inspect
+    from rebench_tui.trajectory.export_vivaria import export_vivaria
+
+    session.start_watching()
+    session.score()
+    shell(session, "echo 3 > solution/answer.txt\ncat solution/answer.txt\nexit\n")
+    collect(session)
+    session.score()
+    session.submit("done")
+    session.close()
+
+    log = read_eval_log(str(export_inspect(session.folder, tmp_path / "run.eval")))
+    sample = log.samples[0]
+    scores = [e for e in sample.events if isinstance(e, ScoreEvent)]
+    assert [e.score.value for e in scores if e.intermediate] == [10.0, 3.0, 3.0]
+    assert [e for e in scores if not e.intermediate][0].score.value == 3.0
+    tools = [e for e in sample.events if isinstance(e, ToolEvent)]
+    assert [t.arguments["command"] for t in tools] == ["echo 3 > solution/answer.txt", "cat solution/answer.txt", "exit"]
+    assert "3" in str(tools[1].result)
+    assert {"HumanAgentState:instructions", "HumanAgentState:scorings", "HumanAgentState:answer"} <= set(sample.store)
+    assert log.plan.steps[0].solver == "human_cli"
+
+    bundle = export_vivaria(session.folder, tmp_path / "vivaria")
+    rows = [json.loads(line) for line in (bundle / "trace_entries.jsonl").read_text().splitlines()]
+    for row in rows:
+        TraceEntry.model_validate(row)
+    assert sum(r["content"]["type"] == "action" for r in rows) == 3
+
+    out = export_csv(session.folder, tmp_path / "csv")
+    folder = out if out.is_dir() else out.parent
+    with open(folder / "commands.csv", newline="") as fh:
+        assert [r["command"] for r in csv.DictReader(fh)] == ["echo 3 > solution/answer.txt", "cat solution/answer.txt", "exit"]

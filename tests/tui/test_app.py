@@ -233,3 +233,26 @@ async def test_history_is_shown_on_reopen(session_for, fake_clock):
         assert table.row_count == 2 and table.get_row_at(1)[2] == "NaN"
     assert validate_file(s.folder / "audit.jsonl") == []
     assert math.isnan(s.history[1].score)
+
+
+async def test_compare_key_shows_this_environments_sessions(session_for, fake_clock):
+    from rebench_tui.tui.screens.compare import CompareScreen
+
+    first = session_for()
+    first.score()
+    (first.workspace / "solution" / "answer.txt").write_text("4")
+    fake_clock.advance(600)
+    first.submit("")
+    first.close()
+    s = session_for()
+    s.score()
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("v")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, CompareScreen)
+        assert {r.run_id for r in app.screen.comparison.runs} >= {first.id, s.id}
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, CompareScreen)

@@ -25,7 +25,7 @@ class CompareTable(DataTable):
     DEFAULT_CSS = "CompareTable { height: auto; max-height: 12; }"
 
 
-class CompareScreen(Screen):
+class CompareScreen(Screen[None]):
     DEFAULT_CSS = """
     CompareScreen #compare-title { height: 1; padding: 0 1; background: $boost; text-style: bold; }
     CompareScreen #compare-help { height: 1; padding: 0 1; color: $text-muted; }
@@ -88,10 +88,7 @@ class CompareScreen(Screen):
             self.show_env()
 
     def action_close(self) -> None:
-        if len(self.app.screen_stack) > 2:
-            self.app.pop_screen()
-        else:
-            self.app.exit()
+        self.dismiss()  # whoever opened it decides what closing means (the session app stays open)
 
 
 class CompareApp(App):
@@ -104,4 +101,4 @@ class CompareApp(App):
         self.comparison = comparison
 
     def on_mount(self) -> None:
-        self.push_screen(CompareScreen(self.comparison))
+        self.push_screen(CompareScreen(self.comparison), lambda _result: self.exit())
