@@ -23,6 +23,7 @@ from typing import Any, Callable, Literal
 
 from .catalog import Environment
 from .errors import RebenchError
+from .hashing import sha256_file
 
 Mode = Literal["fetch", "synthetic", "from"]
 MANIFEST = "MANIFEST.json"
@@ -55,14 +56,6 @@ class AssetStatus:
         """sha256 of MANIFEST.json: names this exact set of assets in a session's record."""
         path = self.folder / MANIFEST
         return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _listing(folder: Path) -> dict[str, dict[str, Any]]:

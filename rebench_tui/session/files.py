@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import hashlib
 import json
 import os
 import queue
@@ -28,6 +27,8 @@ from typing import Any, Callable
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
+
+from ..hashing import sha256_file
 
 DEFAULT_IGNORE: tuple[str, ...] = (
     "__pycache__", "*.pyc", ".cache", ".triton", ".git", ".ipynb_checkpoints", "*.swp", "*.swx", "*~",
@@ -79,14 +80,6 @@ def is_ignored(rel: str, patterns: tuple[str, ...] = DEFAULT_IGNORE) -> bool:
         elif any(fnmatch.fnmatch(part, pat) for part in parts):
             return True
     return False
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _read_text(path: Path, size: int) -> str | None:

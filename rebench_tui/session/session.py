@@ -33,7 +33,8 @@ from ..trajectory import score_log
 from ..trajectory.audit import AuditLog, read_entries
 from ..trajectory.entries import INT32_MAX, log
 from .commands import CommandCollector
-from .files import DEFAULT_IGNORE, FileChange, FileWatcher, human_size, scan, sha256_file
+from ..hashing import sha256_file
+from .files import DEFAULT_IGNORE, FileChange, FileWatcher, human_size, scan
 from .lock import SessionLock
 from .records import ClockModel, Pause, ScoreRecord, SessionMeta
 

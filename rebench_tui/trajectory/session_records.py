@@ -326,3 +326,14 @@ class SessionRecords:
     @cached_property
     def command_ids(self) -> set[str]:
         return {c.id for c in self.commands}
+
+    @property
+    def run_facts(self) -> dict[str, Any]:
+        """The session's identity and scoring rules, shared by every export's metadata."""
+        m = self.meta
+        return {
+            "session_id": m.id, "env_id": m.env_id, "title": m.title, "profile": m.profile, "runtime": m.runtime,
+            "host": m.host, "isolated": m.isolated, "image": m.image, "status": m.status, "finish_reason": m.finish_reason,
+            "direction": m.direction, "aggregation": m.aggregation, "visibility": m.visibility,
+            "start_score": m.start_score, "reference_score": m.reference_score,
+        }
