@@ -17,6 +17,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Markdown, Static
 
 from ..clock import format_hms
@@ -114,10 +115,13 @@ class RebenchApp(App[None]):
     def refresh_clock(self) -> None:
         s = self.session
         w = s.wclock
-        self.query_one(Countdown).show(w.remaining(), w.used(), w.limit_s, w.running, s.finished)
-        if self._score_started is not None:
-            self.query_one("#scoring", Static).update(
-                f"scoring… {time.monotonic() - self._score_started:.0f} s (press c to cancel)")
+        try:
+            self.query_one(Countdown).show(w.remaining(), w.used(), w.limit_s, w.running, s.finished)
+            if self._score_started is not None:
+                self.query_one("#scoring", Static).update(
+                    f"scoring… {time.monotonic() - self._score_started:.0f} s (press c to cancel)")
+        except NoMatches:  # a last tick while the app is being torn down: its widgets are going
+            return
         s.tick()
         if s.time_is_up and not self._finishing:
             self._finishing = True
