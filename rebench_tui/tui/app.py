@@ -132,6 +132,12 @@ class RebenchApp(App[None]):
     # -- session events -------------------------------------------------------------------
     @on(SessionUpdate)
     def _on_session_update(self, msg: SessionUpdate) -> None:
+        try:
+            self._show_update(msg)
+        except NoMatches:  # an event that arrives while the app is being torn down: it is recorded already
+            pass
+
+    def _show_update(self, msg: SessionUpdate) -> None:
         ev = msg.event
         if ev.kind == "files":
             changes, raw = ev.data
