@@ -114,8 +114,10 @@ def start(env_id: str, profile: str | None, time_limit: str | None, runtime_kind
         err.print(f"[bold yellow]EMBEDDED DEFAULT[/bold yellow]: profile {choice.profile} on the {choice.runtime.kind} runtime"
                   + ("" if choice.runtime.isolated else " (NOT ISOLATED)") + ". Scores from it are not comparable with GPU runs.",
                   highlight=False)
+    secret_values = workstation.resolve_secrets(env, choice.profile, settings)  # before anything starts
     session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
-                             store=Store(settings.sessions), progress=_progress, asset_store=AssetStore(settings.cache_dir))
+                             store=Store(settings.sessions), progress=_progress, asset_store=AssetStore(settings.cache_dir),
+                             secrets=secret_values)
     _run_app(session)
 
 
@@ -127,7 +129,10 @@ def _open_session(session_id: str | None, sessions_dir: Path | None):
     folder = workstation.find_session(settings.sessions, session_id)
     meta = SessionMeta.load(folder / "session.json")
     env = workstation.catalog(settings).get(meta.env_id)
-    return Session.open(folder, env, workstation.runtime_for(meta, settings), store=Store(settings.sessions))
+    # Services still running keep their secrets; these are only needed to restart one (and to redact).
+    secret_values = workstation.resolve_secrets(env, meta.profile, settings, required=False)
+    return Session.open(folder, env, workstation.runtime_for(meta, settings), store=Store(settings.sessions),
+                        secrets=secret_values)
 
 
 @main.command()

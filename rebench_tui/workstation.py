@@ -111,3 +111,17 @@ def find_session(sessions_dir: Path, session_id: str | None) -> Path:
     if not metas:
         raise RebenchError(f"no unfinished session in {sessions_dir}", fix="`rebench-tui sessions` lists them; start one with `rebench-tui start ENV`")
     return max(metas)[1]
+
+
+def secrets_file(settings: Settings) -> Path:
+    import os
+
+    return Path(os.environ.get("REBENCH_SECRETS_FILE") or settings.config_dir / "secrets.env")
+
+
+def resolve_secrets(env: Environment, profile: str, settings: Settings, *, required: bool = True) -> dict[str, str]:
+    """The profile's secrets from the environment or the secrets file; raises naming what is missing."""
+    from . import secrets
+
+    return secrets.resolve(list(env.profile(profile).secrets), secrets_file(settings), required=required,
+                           env_id=env.id, profile=profile)

@@ -83,6 +83,11 @@ class ProfileSpec(_Strict):
     score_timeout: Duration | None = None
     env: dict[str, str] = Field(default_factory=dict)
     resources: ResourceOverride = Field(default_factory=ResourceOverride)
+    # Values the user supplies (API keys, endpoints); they reach only services and <protected>/secrets.env.
+    secrets: list[Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$")]] = Field(default_factory=list)
+    # Commands started as root in the sandbox at creation (and on resume when not running): stand-in
+    # models, proxies that add a key. Each is an argv list.
+    services: list[Annotated[list[str], Field(min_length=1)]] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _distinct_scores(self) -> "ProfileSpec":
@@ -125,6 +130,8 @@ class Profile:
     gpus: int
     cpus: float | None
     memory: int | None
+    secrets: tuple[str, ...] = ()
+    services: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -172,4 +179,6 @@ class Environment:
             gpus=base.gpus if over.gpus is None else over.gpus,
             cpus=over.cpus if over.cpus is not None else base.cpus,
             memory=over.memory if over.memory is not None else base.memory,
+            secrets=tuple(spec.secrets),
+            services=tuple(tuple(cmd) for cmd in spec.services),
         )

@@ -25,6 +25,7 @@ STATUS_MARKER = b"\x1erebench-exec "
 
 ASSETS_DIR = "assets"  # participant assets appear as ~/assets; held-out ones as <protected>/assets
 STARTING_SOLUTION_DIR = "starting_solution"  # a pristine copy of solution/ under the protected folder
+SECRETS_FILE = "secrets.env"  # KEY=VALUE lines under the protected folder, root-only
 
 LABEL_MANAGED = "rebench.managed"
 LABEL_SESSION = "rebench.session"
@@ -55,6 +56,12 @@ class SandboxSpec:
     state_dir: Path  # host folder for runtime bookkeeping (local runtime: protected copy, pid files)
     extra_env: dict[str, str] = field(default_factory=dict)
     assets: Path | None = None  # a prepared asset folder: workspace/ -> ~/assets (read-only), protected/ -> /protected/assets
+    # Values of the profile's secrets: only for services and <protected>/secrets.env, never the participant.
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def service_env(self, home: str, protected: str, isolated: bool) -> dict[str, str]:
+        return {**self.profile.env, **self.extra_env, "REBENCH_HOME": home, "REBENCH_PROTECTED": protected,
+                "REBENCH_PROFILE": self.profile.name, "REBENCH_ISOLATED": "1" if isolated else "0", **self.secrets}
 
     @property
     def labels(self) -> dict[str, str]:

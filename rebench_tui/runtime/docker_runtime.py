@@ -21,6 +21,7 @@ from ..catalog import Environment, Profile
 from ..errors import RebenchError, RuntimeUnavailable
 from .base import (
     ASSETS_DIR,
+    SECRETS_FILE,
     LABEL_MANAGED,
     STARTING_SOLUTION_DIR,
     LABEL_SESSION,
@@ -34,6 +35,7 @@ from .base import (
     StatusFilter,
     supervisor_argv,
 )
+from ..secrets import secrets_env_file
 from .capture import DAEMON, HOOKS
 from .images import RECIPE_LABEL, ImageBuilder, context_hash
 
@@ -43,6 +45,8 @@ SUPERVISOR_PATH = "/opt/rebench/supervise.py"
 STATE_DIR = "/run/rebench"
 CAPTURE_PATH = "/opt/rebench/capture.py"
 CAPTURE_TTY_DIR = "/var/log/rebench/tty"
+SERVICES_RUN = "/run/rebench-services"
+SERVICES_LOG = "/var/log/rebench/services"
 NVIDIA_FIX = (
     "install the NVIDIA Container Toolkit on the Docker host and run "
     "`sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker`; "
@@ -263,7 +267,24 @@ class DockerRuntime(Runtime):
                                       f"&& chown -R agent:agent {owned}"], user="root")
         if rc != 0:
             raise RebenchError(f"preparing the container failed: {out.decode(errors='replace')}", kept="the container and the session folder")
+        self._start_services(container, spec, progress)
         return sandbox
+
+    def _start_services(self, container: Any, spec: SandboxSpec, progress: ProgressFn = lambda _m: None) -> None:
+        """Start the profile's services as root unless they run already (pid files under /run)."""
+        if not spec.profile.services:
+            return
+        container.exec_run(["sh", "-c", f"mkdir -p {SERVICES_RUN} {SERVICES_LOG} && chmod 700 {SERVICES_RUN} {SERVICES_LOG}"],
+                           user="root")
+        env = spec.service_env(HOME, PROTECTED, isolated=True)
+        for i, cmd in enumerate(spec.profile.services):
+            pidfile = f"{SERVICES_RUN}/{i}.pid"
+            alive, _ = container.exec_run(["sh", "-c", f'test -f {pidfile} && test -d "/proc/$(cat {pidfile})"'], user="root")
+            if alive == 0:
+                continue
+            progress(f"starting service {i}: {' '.join(cmd)}")
+            container.exec_run(["sh", "-c", f'echo $$ > {pidfile}; exec "$0" "$@" >> {SERVICES_LOG}/{i}.log 2>&1', *cmd],
+                               user="root", detach=True, environment=env)
 
     def _install_protected(self, container: Any, spec: SandboxSpec, progress: ProgressFn) -> None:
         """A pristine starting solution and the held-out assets under /protected, root:protected 0750."""
@@ -276,7 +297,9 @@ class DockerRuntime(Runtime):
                     tar.add(str(held_out), arcname=ASSETS_DIR)
             tmp.seek(0)
             container.put_archive(PROTECTED, tmp)
-        paths = f"{PROTECTED}/{STARTING_SOLUTION_DIR} {PROTECTED}/{ASSETS_DIR}"
+        if spec.secrets:
+            self._put(container, PROTECTED, {SECRETS_FILE: (secrets_env_file(spec.secrets), 0o640)})
+        paths = f"{PROTECTED}/{STARTING_SOLUTION_DIR} {PROTECTED}/{ASSETS_DIR}" + (f" {PROTECTED}/{SECRETS_FILE}" if spec.secrets else "")
         rc, out = container.exec_run(["sh", "-c", f"mkdir -p {PROTECTED}/{ASSETS_DIR} && chown -R root:protected {paths} "
                                       f"&& chmod -R u=rwX,g=rX,o= {paths}"], user="root")
         if rc != 0:
@@ -320,7 +343,9 @@ class DockerRuntime(Runtime):
         container = found[0]
         if container.status != "running":
             container.start()
-        # Idempotent: refreshes the supervisor and hooks, and starts the capture daemon if it is not running.
+        # Idempotent: refreshes the supervisor and hooks, and starts the capture daemon and the
+        # services if they are not running.
         self._install_supervisor(container)
         container.exec_run(["sh", "-c", f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}"], user="root")
+        self._start_services(container, spec)
         return DockerSandbox(self, container, spec)

@@ -109,8 +109,39 @@ class LocalSandbox(Sandbox):
     def is_running(self) -> bool:
         return not self._stopped
 
+    def container_path(self, arg: str) -> str:
+        """Map /protected/... and /home/agent/... in a service's command onto this machine's folders."""
+        for prefix, real in (("/protected", self.protected), ("/home/agent", self.home)):
+            if arg == prefix or arg.startswith(prefix + "/"):
+                return real + arg[len(prefix):]
+        return arg
+
+    def start_services(self) -> None:
+        run = self.spec.state_dir / "run"
+        run.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.spec.service_env(self.home, self.protected, isolated=False)}
+        for i, cmd in enumerate(self.spec.profile.services):
+            pidfile = run / f"service-{i}.pid"
+            try:
+                os.kill(int(pidfile.read_text()), 0)
+                continue  # still running
+            except (OSError, ValueError):
+                pass
+            argv = [sys.executable if c == "python3" else self.container_path(c) for c in cmd]
+            with open(run / f"service-{i}.log", "ab") as log:
+                proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True, cwd=self.home)
+            pidfile.write_text(str(proc.pid))
+
     def stop(self, *, remove: bool = False) -> None:
+        import signal
+
         self._stopped = True
+        for pidfile in (self.spec.state_dir / "run").glob("service-*.pid"):
+            try:
+                os.killpg(int(pidfile.read_text()), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
 
     def describe(self) -> dict[str, Any]:
         return {"runtime": "local", "isolated": False, "host": self.host, "gpus": self.spec.profile.gpus,
@@ -138,10 +169,15 @@ class LocalRuntime(Runtime):
                 link = spec.workspace / ASSETS_DIR
                 link.unlink(missing_ok=True)
                 link.symlink_to((spec.assets / "workspace").resolve(), target_is_directory=True)
+        # No secrets file here: it would sit in the session folder. Services get them by environment.
         (spec.state_dir / "run").mkdir(parents=True, exist_ok=True)
-        return LocalSandbox(spec)
+        sandbox = LocalSandbox(spec)
+        sandbox.start_services()
+        return sandbox
 
     def attach(self, spec: SandboxSpec) -> Sandbox | None:
         if not (spec.state_dir / "protected").is_dir():
             return None
-        return LocalSandbox(spec)
+        sandbox = LocalSandbox(spec)
+        sandbox.start_services()
+        return sandbox

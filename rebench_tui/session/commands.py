@@ -41,8 +41,10 @@ def clean_output(raw: bytes) -> str:
 class CommandCollector:
     """Reads capture records through ``read(path, offset) -> bytes`` (a root read in the sandbox)."""
 
-    def __init__(self, read: Callable[[str, int], bytes], state_path: Path, tty_copy_dir: Path) -> None:
+    def __init__(self, read: Callable[[str, int], bytes], state_path: Path, tty_copy_dir: Path,
+                 redact: Callable[[bytes], bytes] | None = None) -> None:
         self.read = read
+        self.redact = redact or (lambda b: b)
         self.state_path = state_path
         self.tty_copy_dir = tty_copy_dir
         self.state: dict[str, Any] = {"offset": 0, "pending": {}, "shells": {}, "tty": {}, "waiting": []}
@@ -58,26 +60,29 @@ class CommandCollector:
 
     # -- terminal logs --------------------------------------------------------------------
     def _tty(self, ttylog: str) -> dict[str, Any]:
-        t = self.state["tty"].setdefault(ttylog, {"offset": 0, "open": {}, "done": {}, "tail": "", "last_end": 0})
+        t = self.state["tty"].setdefault(ttylog, {"offset": 0, "copy": 0, "open": {}, "done": {}, "tail": "", "last_end": 0})
         data = self.read(f"{TTY_DIR}/{ttylog}.log", t["offset"])
         if data:
+            t["offset"] += len(data)  # position in the container's log
+            data = self.redact(data)  # the host copy never holds a secret; positions below are in the copy
             self.tty_copy_dir.mkdir(parents=True, exist_ok=True)
             with open(self.tty_copy_dir / f"{ttylog}.log", "ab") as fh:  # the full terminal log, kept host-side
                 fh.write(data)
+            base = t["copy"] - len(t["tail"])
             buf = t["tail"].encode("latin-1") + data
             consumed = 0
             for m in MARK.finditer(buf):
                 kind, seq = m.group(1).decode(), m.group(2).decode()
                 if kind == "start":
-                    t["open"][seq] = {"from": t["offset"] - len(t["tail"]) + m.end()}
+                    t["open"][seq] = {"from": base + m.end()}
                 elif seq in t["open"]:
                     start = t["open"].pop(seq)["from"]
-                    t["done"][seq] = [start, t["offset"] - len(t["tail"]) + m.start()]
-                t["last_end"] = t["offset"] - len(t["tail"]) + m.end()
+                    t["done"][seq] = [start, base + m.start()]
+                t["last_end"] = base + m.end()
                 consumed = m.end()
             rest = buf[consumed:]
             keep = rest[rest.rfind(b"\x1b"):] if b"\x1b" in rest[-64:] else b""  # a marker cut in half
-            t["offset"] += len(data)
+            t["copy"] += len(data)
             t["tail"] = keep.decode("latin-1")
         return t
 
@@ -85,7 +90,7 @@ class CommandCollector:
         t = self._tty(ttylog)
         span = t["done"].pop(str(seq), None)
         if span is None and open_ended and str(seq) in t["open"]:
-            span = [t["open"].pop(str(seq))["from"], t["offset"]]  # the shell ended inside this command
+            span = [t["open"].pop(str(seq))["from"], t["copy"]]  # the shell ended inside this command
         if span is None:
             return None, 0, False
         start, end = span

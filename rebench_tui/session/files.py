@@ -141,13 +141,15 @@ class _Handler(FileSystemEventHandler):
 
 class FileWatcher:
     def __init__(self, root: Path, sink: Callable[[list[FileChange], int], None], state_path: Path,
-                 ignore: tuple[str, ...] = DEFAULT_IGNORE, interval: float = 0.2) -> None:
+                 ignore: tuple[str, ...] = DEFAULT_IGNORE, interval: float = 0.2,
+                 redact: Callable[[str], str] | None = None) -> None:
         """``sink(changes, raw_event_count)`` records a batch; it is called from the watcher's thread."""
         self.root = root.resolve()
         self.sink = sink
         self.state_path = state_path
         self.ignore = ignore
         self.interval = interval
+        self.redact = redact or (lambda t: t)  # blob copies of the participant's files keep no secret value
         self._q: "queue.Queue[tuple[str, str, str | None]]" = queue.Queue()
         self._known: dict[str, dict[str, Any]] = {}  # rel -> {size, mtime, sha256}
         self._blobs = state_path.parent / "blobs"  # small text files by sha256, for diffs across restarts
@@ -193,7 +195,7 @@ class FileWatcher:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".part")
-            tmp.write_text(text, encoding="utf-8")
+            tmp.write_text(self.redact(text), encoding="utf-8")
             os.replace(tmp, path)
 
     def _blob_get(self, sha: str | None) -> str | None:

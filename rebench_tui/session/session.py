@@ -9,9 +9,10 @@ session never touches a screen. Listeners are called from whatever thread produc
 from __future__ import annotations
 
 import getpass
+import json
 import math
 import platform
-import secrets
+from secrets import randbelow, token_hex
 import shutil
 import socket
 import threading
@@ -27,7 +28,8 @@ from ..clock import Clock, SystemClock, WorkingClock, crossed_warnings, format_h
 from ..errors import RebenchError, SessionError
 from ..runtime import Runtime, Sandbox, SandboxSpec
 from ..runtime.base import ASSETS_DIR
-from ..scoring import Aggregation, Direction, final_index, json_score, normalize, parse_scorer_output
+from ..scoring import Aggregation, Direction, ScoreResult, final_index, json_score, normalize, parse_scorer_output
+from ..secrets import Redactor
 from ..store import Store
 from ..trajectory import score_log
 from ..trajectory.audit import AuditLog, read_entries
@@ -64,12 +66,12 @@ class ScoringBusy(SessionError):
 
 
 def new_session_id(env_id: str, wall: float) -> str:
-    return f"{env_id}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime(wall))}-{secrets.token_hex(2)}"
+    return f"{env_id}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime(wall))}-{token_hex(2)}"
 
 
 class Session:
     def __init__(self, folder: Path, meta: SessionMeta, env: Environment, sandbox: Sandbox, clock: Clock,
-                 store: Store | None = None) -> None:
+                 store: Store | None = None, secrets: dict[str, str] | None = None) -> None:
         self.folder = folder
         self.meta = meta
         self.env = env
@@ -80,7 +82,9 @@ class Session:
         self.direction = Direction(meta.direction)
         self.aggregation = Aggregation(meta.aggregation)
         self.wclock = WorkingClock(meta.clock.to_state(), clock)
-        self.audit = AuditLog(folder / AUDIT, meta.run_id, clock, usage=self.wclock.used)
+        self.redactor = Redactor(secrets)
+        self.audit = AuditLog(folder / AUDIT, meta.run_id, clock, usage=self.wclock.used,
+                              redact=self.redactor.text if self.redactor else None)
         self.history: list[ScoreRecord] = self._load_history()
         self.listeners: list[Listener] = []
         self.watcher: FileWatcher | None = None
@@ -118,7 +122,7 @@ class Session:
     def create(cls, env: Environment, profile_name: str, runtime: Runtime, sessions_dir: Path, *,
                time_limit_s: float | None = None, clock: Clock | None = None, store: Store | None = None,
                progress: Callable[[str], None] = lambda _m: None, extra_env: dict[str, str] | None = None,
-               asset_store: AssetStore | None = None) -> "Session":
+               asset_store: AssetStore | None = None, secrets: dict[str, str] | None = None) -> "Session":
         clock = clock or SystemClock()
         profile = env.profile(profile_name)
         assets = None
@@ -126,6 +130,11 @@ class Session:
             if asset_store is None:
                 raise SessionError(f"{env.id} needs prepared assets and no asset store was given")
             assets = asset_store.require(env, profile.name)  # fails fast, naming the prepare command
+        secrets = dict(secrets or {})
+        missing = [n for n in profile.secrets if n not in secrets]
+        if missing:
+            raise SessionError(f"{env.id} ({profile.name}) needs secrets that were not given: {', '.join(missing)}",
+                               kept="nothing was started", fix="pass them (the CLI reads them from the environment or the secrets file)")
         image = runtime.ensure_image(env, profile, progress)
         now = clock.time()
         sid = new_session_id(env.id, now)
@@ -137,7 +146,8 @@ class Session:
         shutil.copytree(env.solution_dir, workspace / "solution")
         (workspace / "instructions.txt").write_text(env.instructions, encoding="utf-8")
         spec = SandboxSpec(session_id=sid, env=env, profile=profile, workspace=workspace, state_dir=state,
-                           extra_env=dict(extra_env or {}), assets=None if assets is None else assets.folder)
+                           extra_env=dict(extra_env or {}), assets=None if assets is None else assets.folder,
+                           secrets={n: secrets[n] for n in profile.secrets})
         try:
             sandbox = runtime.create(spec, image, progress)
         except BaseException:
@@ -146,7 +156,7 @@ class Session:
         m = env.manifest
         desc = sandbox.describe()
         meta = SessionMeta(
-            id=sid, run_id=secrets.randbelow(INT32_MAX) + 1, env_id=env.id, task_id=m.task_id, task_version=m.version,
+            id=sid, run_id=randbelow(INT32_MAX) + 1, env_id=env.id, task_id=m.task_id, task_version=m.version,
             title=m.title, profile=profile.name, runtime=runtime.kind, host=runtime.host, isolated=sandbox.isolated,
             image=image, container=desc.get("container"), created_at=int(now * 1000), started_at=int(now * 1000),
             clock=ClockModel(limit_s=time_limit_s or m.time.limit), direction=m.score.direction.value,
@@ -156,11 +166,12 @@ class Session:
                       "user": getpass.getuser(), "isInteractive": True, "environment_path": str(env.path),
                       "sandbox": desc,
                       "assets": None if assets is None else {"folder": str(assets.folder), "mode": assets.mode,
-                                                             "manifest_sha256": assets.digest}},
+                                                             "manifest_sha256": assets.digest},
+                      "secrets": list(profile.secrets), "services": [list(c) for c in profile.services]},
         )
         meta.save(folder / META)
         score_log.ensure(folder / SCORE_LOG)
-        session = cls(folder, meta, env, sandbox, clock, store)
+        session = cls(folder, meta, env, sandbox, clock, store, secrets=spec.secrets)
         session.lock.acquire()
         session.wclock.resume()
         session._save()
@@ -177,7 +188,7 @@ class Session:
 
     @classmethod
     def open(cls, folder: Path, env: Environment, runtime: Runtime, *, clock: Clock | None = None,
-             store: Store | None = None) -> "Session":
+             store: Store | None = None, secrets: dict[str, str] | None = None) -> "Session":
         clock = clock or SystemClock()
         meta_path = folder / META
         if not meta_path.is_file():
@@ -185,7 +196,8 @@ class Session:
         meta = SessionMeta.load(meta_path)
         assets = (meta.metadata.get("assets") or {}).get("folder")
         spec = SandboxSpec(session_id=meta.id, env=env, profile=env.profile(meta.profile), workspace=folder / WORKSPACE,
-                           state_dir=folder / STATE, assets=None if assets is None else Path(assets))
+                           state_dir=folder / STATE, assets=None if assets is None else Path(assets),
+                           secrets=dict(secrets or {}))
         lock = SessionLock(folder / LOCK)
         lock_note = lock.acquire()
         try:
@@ -200,7 +212,7 @@ class Session:
             rows = read_entries(folder / AUDIT)
             if rows:
                 last_wall = rows[-1]["calledAt"] / 1000
-            session = cls(folder, meta, env, sandbox, clock, store)
+            session = cls(folder, meta, env, sandbox, clock, store, secrets=secrets)
         except BaseException:
             lock.release()
             raise
@@ -264,7 +276,8 @@ class Session:
     def start_watching(self, interval: float = 0.2) -> FileWatcher:
         if self.watcher is None:
             self.watcher = FileWatcher(self.workspace, self._record_files, self.folder / STATE / FILES_STATE,
-                                       ignore=self.ignore, interval=interval)
+                                       ignore=self.ignore, interval=interval,
+                                       redact=self.redactor.text if self.redactor else None)
             self.watcher.start()
         return self.watcher
 
@@ -276,7 +289,8 @@ class Session:
                                   "are not recorded", {"event": "capture_unavailable"}, title="command"))
             return False
         if self._capture_thread is None:
-            self.collector = CommandCollector(self.sandbox.read_file, self.folder / STATE / COMMANDS_STATE, self.folder / STATE / "tty")
+            self.collector = CommandCollector(self.sandbox.read_file, self.folder / STATE / COMMANDS_STATE, self.folder / STATE / "tty",
+                                              redact=self.redactor.data if self.redactor else None)
             self._capture_stop.clear()
 
             def loop() -> None:
@@ -390,7 +404,7 @@ class Session:
                 self.audit.fill(reservation, log("scoring cancelled by the participant", {"event": "score_cancelled",
                                                                                           "duration_s": result.duration_s}, title="score"))
                 return None
-            parsed = parse_scorer_output(result.stdout, result.stderr, result.exit_code, timed_out=result.timed_out)
+            parsed = self._redacted(parse_scorer_output(result.stdout, result.stderr, result.exit_code, timed_out=result.timed_out))
             details = {**parsed.details, "duration_s": round(result.duration_s, 3), "final": final}
             if result.timed_out:
                 details["timeout_s"] = self.profile.score_timeout
@@ -408,6 +422,13 @@ class Session:
             return record
         finally:
             self._score_lock.release()
+
+    def _redacted(self, r: ScoreResult) -> ScoreResult:
+        """A scorer that prints a secret (a service's key in a traceback) must not put it in the record."""
+        if not self.redactor:
+            return r
+        return ScoreResult(r.score, json.loads(self.redactor.text(json.dumps(r.message))),
+                           json.loads(self.redactor.text(json.dumps(r.details))))
 
     def final(self) -> ScoreRecord | None:
         """The score that counts now, by the environment's rule (best valid, or last valid)."""

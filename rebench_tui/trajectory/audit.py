@@ -36,11 +36,16 @@ def genesis_hash(run_id: int) -> str:
     return hashlib.sha256(f"rebench-audit:{run_id}".encode()).hexdigest()
 
 
-def chain_line(row: dict[str, Any], prev_hash: str) -> tuple[str, str]:
+Redact = Callable[[str], str]
+
+
+def chain_line(row: dict[str, Any], prev_hash: str, redact: Redact | None = None) -> tuple[str, str]:
     """Serialize a row with ``prevHash`` and a trailing ``hash`` of the line's own bytes."""
     body = {k: v for k, v in row.items() if k not in ("prevHash", "hash")}
     body["prevHash"] = prev_hash
     text = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    if redact is not None:
+        text = redact(text)  # secret values never reach the file (the hash covers the redacted bytes)
     prefix = text[:-1] + HASH_KEY
     digest = hashlib.sha256(prefix.encode("utf-8")).hexdigest()
     return prefix + digest + '"}\n', digest
@@ -76,8 +81,10 @@ def read_entries(path: Path) -> list[dict[str, Any]]:
 
 
 class AuditLog:
-    def __init__(self, path: Path, run_id: int, clock: Clock, usage: UsageFn | None = None) -> None:
+    def __init__(self, path: Path, run_id: int, clock: Clock, usage: UsageFn | None = None,
+                 redact: Redact | None = None) -> None:
         self.path = path
+        self._redact = redact
         self.pending_path = path.with_name(path.name + ".pending")
         self.run_id = run_id
         self._clock = clock
@@ -96,13 +103,14 @@ class AuditLog:
     def _commit(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Chain and append rows to the log with one fsync; returns them with their hashes."""
         lines = []
+        written = []
         for row in rows:
-            line, self._last_hash = chain_line(row, self._last_hash)
-            row["prevHash"], row["hash"] = json.loads(line)["prevHash"], self._last_hash
+            line, self._last_hash = chain_line(row, self._last_hash, self._redact)
+            written.append(json.loads(line))
             lines.append(line)
         _fsync_append(self.path, lines)
         self.count += len(lines)
-        return rows
+        return written
 
     # -- time ---------------------------------------------------------------------------
     def _next_called_at(self, at_ms: int | None = None) -> int:
@@ -124,9 +132,9 @@ class AuditLog:
             entry["workingMs"] = int(round(usage * 1000))  # pause-excluded working time, to the ms
         return entry
 
-    @staticmethod
-    def _plain(row: dict[str, Any]) -> str:
-        return json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+    def _plain(self, row: dict[str, Any]) -> str:
+        text = json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return (self._redact(text) if self._redact is not None else text) + "\n"
 
     # -- writing ------------------------------------------------------------------------
     def append(self, content: BaseModel | dict[str, Any]) -> dict[str, Any]:
