@@ -313,6 +313,36 @@ def images_build(names: tuple[str, ...], host: str | None) -> None:
         err.print(f"ready: {name} = {tag}")
 
 
+@main.command()
+@click.argument("env_id", required=False)
+@click.option("--profile", type=click.Choice(["gpu", "smoke"]), default=None, help="default: the gpu profile where the environment has one")
+@click.option("--host", default=None, help="Docker engine to check, e.g. ssh://user@gpu-host (default: DOCKER_HOST or the local socket)")
+def doctor(env_id: str | None, profile: str | None, host: str | None) -> None:
+    """Check that this machine (or --host) can run ENV_ID: engine, API, NVIDIA runtime, GPUs,
+    disk, assets, SSH keys, clock skew. Each failure comes with its fix; exits 1 if any fails."""
+    from .doctor import Doctor
+
+    settings = _settings()
+    env = workstation.catalog(settings).get(env_id) if env_id else None
+    doc = Doctor(settings, env, profile or ("gpu" if env and "gpu" in env.profile_names else None), host)
+    findings = doc.run()
+    where = host or settings.docker_host or "the local engine"
+    out.print(f"[bold]doctor[/bold]: {env_id + ' (' + doc.profile.name + ' profile) on ' if doc.profile else ''}{where}", highlight=False)
+    mark = {"ok": "[green]ok  [/green]", "warn": "[yellow]warn[/yellow]", "fail": "[bold red]FAIL[/bold red]", "skip": "[dim]skip[/dim]"}
+    from rich.markup import escape
+
+    width = max(len(f.check) for f in findings)
+    for f in findings:
+        out.print(f"  {mark[f.status]}  {f.check:<{width}}  {escape(f.detail)}", highlight=False)
+        if f.fix and f.status in ("fail", "warn"):
+            out.print(f"        {'':<{width}}  [bold]fix:[/bold] {escape(f.fix)}", highlight=False)
+    failed = [f.check for f in findings if f.status == "fail"]
+    if failed:
+        err.print(f"[bold red]{len(failed)} check(s) failed:[/bold red] {', '.join(failed)}", highlight=False)
+        sys.exit(1)
+    out.print("[green]ready[/green]" + (f" to start {env_id}" if env_id else ""))
+
+
 @main.command("export")
 @click.argument("session_ids", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["inspect", "vivaria", "csv"]), default="inspect", show_default=True,

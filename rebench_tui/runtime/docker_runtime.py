@@ -9,6 +9,7 @@ raised.
 from __future__ import annotations
 
 import io
+import shutil
 import tarfile
 import tempfile
 import threading
@@ -37,7 +38,8 @@ from .base import (
 )
 from ..secrets import secrets_env_file
 from .capture import DAEMON, HOOKS
-from .images import RECIPE_LABEL, ImageBuilder, context_hash
+from .gpus import QUERY, Gpu, claims, parse_nvidia_smi, with_claims
+from .images import RECIPE_LABEL, ImageBuilder, Recipes, context_hash
 
 HOME = "/home/agent"
 PROTECTED = "/protected"
@@ -196,6 +198,41 @@ class DockerRuntime(Runtime):
     def has_nvidia_runtime(self) -> bool:
         return "nvidia" in ((self.client.info() or {}).get("Runtimes") or {})
 
+    def _probe_image(self) -> str | None:
+        """An image on the engine to run short probes in (the smallest rebench base)."""
+        tag = Recipes.load(self.images_dir).images["base"].tag
+        return tag if self.builder(lambda _m: None)._image(tag) is not None else None
+
+    def _probe(self, argv: list[str], **kwargs: Any) -> str | None:
+        image = self._probe_image()
+        if image is None:
+            return None
+        out = self.client.containers.run(image, argv, remove=True, user="root", network_mode="none", **kwargs)
+        return out.decode(errors="replace")
+
+    def gpu_inventory(self) -> list[Gpu]:
+        """Every GPU containers can get on this engine, with which are free (see gpus.py)."""
+        from docker.types import DeviceRequest
+
+        if not self.has_nvidia_runtime():
+            return []
+        text = self._probe(QUERY, device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])])
+        if text is None:
+            return []
+        running = self.client.containers.list(filters={"label": f"{LABEL_MANAGED}=1", "status": "running"})
+        return with_claims(parse_nvidia_smi(text), claims(running))
+
+    def engine_free_bytes(self) -> int | None:
+        """Free bytes on the disk that holds the engine's images and containers."""
+        root = (self.client.info() or {}).get("DockerRootDir")
+        if self.base_url is None and root and Path(root).exists():
+            return shutil.disk_usage(root).free
+        text = self._probe(["df", "-P", "-B1", "/"])
+        try:
+            return int(text.splitlines()[-1].split()[3]) if text else None
+        except (IndexError, ValueError):
+            return None
+
     def ensure_image(self, env: Environment, profile: Profile, progress: ProgressFn) -> str:
         builder = self.builder(progress)
         base = builder.ensure(profile.base_image)
@@ -211,7 +248,6 @@ class DockerRuntime(Runtime):
 
     def create(self, spec: SandboxSpec, image: str | None, progress: ProgressFn) -> Sandbox:
         import docker.errors
-        from docker.types import DeviceRequest
 
         prof = spec.profile
         environment = {**prof.env, **spec.extra_env, "REBENCH_HOME": HOME, "REBENCH_PROTECTED": PROTECTED,
@@ -241,7 +277,7 @@ class DockerRuntime(Runtime):
         if prof.memory:
             kwargs["mem_limit"] = prof.memory
         if prof.gpus:
-            kwargs["device_requests"] = [DeviceRequest(count=prof.gpus, capabilities=[["gpu"]])]
+            kwargs["device_requests"] = [self._gpu_request(prof.gpus, progress)]
         progress(f"creating container rebench-{spec.session_id} from {image}")
         container = self.client.containers.create(**kwargs)
         try:
@@ -269,6 +305,24 @@ class DockerRuntime(Runtime):
             raise RebenchError(f"preparing the container failed: {out.decode(errors='replace')}", kept="the container and the session folder")
         self._start_services(container, spec, progress)
         return sandbox
+
+    def _gpu_request(self, count: int, progress: ProgressFn) -> Any:
+        """Free GPUs by id where the engine can list them (so the claim shows in the container and
+        the next session picks others); by count otherwise, and the engine decides."""
+        from docker.types import DeviceRequest
+
+        inventory = self.gpu_inventory()
+        if not inventory:
+            return DeviceRequest(count=count, capabilities=[["gpu"]])
+        free = [g for g in inventory if g.free]
+        if len(free) < count:
+            busy = ", ".join(f"{g.index} ({g.busy_reason})" for g in inventory if not g.free)
+            raise RuntimeUnavailable(f"the profile needs {count} free GPU(s); {self.host} has {len(free)} of {len(inventory)} free: {busy}",
+                                     kept="nothing was started; the session folder is kept",
+                                     fix="wait for those sessions to finish, pick another host, or run `rebench-tui doctor ENV`")
+        chosen = free[:count]
+        progress("GPUs " + ", ".join(f"{g.index} ({g.name})" for g in chosen))
+        return DeviceRequest(device_ids=[g.uuid for g in chosen], capabilities=[["gpu"]])
 
     def _start_services(self, container: Any, spec: SandboxSpec, progress: ProgressFn = lambda _m: None) -> None:
         """Start the profile's services as root unless they run already (pid files under /run)."""
