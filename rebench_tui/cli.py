@@ -97,7 +97,7 @@ def _run_app(session) -> None:
 @click.option("--time-limit", default=None, help="working-time limit, e.g. 8h, 90m (default: the environment's)")
 @click.option("--runtime", "runtime_kind", type=click.Choice(["auto", "docker", "local"]), default="auto",
               help="auto: Docker if an engine answers, else local (not isolated)")
-@click.option("--host", default=None, help="Docker engine, e.g. ssh://user@gpu-host (default: DOCKER_HOST or the local socket)")
+@click.option("--host", default=None, help="a label from the hosts file or an engine URL, e.g. ssh://user@gpu-host (default: the first listed host with the GPUs free, else DOCKER_HOST or the local socket)")
 @sessions_dir_opt
 def start(env_id: str, profile: str | None, time_limit: str | None, runtime_kind: str, host: str | None, sessions_dir: Path | None) -> None:
     """Open ENV_ID in a new session and start the clock."""
@@ -322,7 +322,11 @@ def doctor(env_id: str | None, profile: str | None, host: str | None) -> None:
     disk, assets, SSH keys, clock skew. Each failure comes with its fix; exits 1 if any fails."""
     from .doctor import Doctor
 
+    from .hosts import hosts_path, load_hosts, resolve_host
+
     settings = _settings()
+    if host is not None:
+        host = resolve_host(host, load_hosts(hosts_path(settings.config_dir)))
     env = workstation.catalog(settings).get(env_id) if env_id else None
     doc = Doctor(settings, env, profile or ("gpu" if env and "gpu" in env.profile_names else None), host)
     findings = doc.run()
@@ -341,6 +345,39 @@ def doctor(env_id: str | None, profile: str | None, host: str | None) -> None:
         err.print(f"[bold red]{len(failed)} check(s) failed:[/bold red] {', '.join(failed)}", highlight=False)
         sys.exit(1)
     out.print("[green]ready[/green]" + (f" to start {env_id}" if env_id else ""))
+
+
+@main.command("hosts")
+@click.option("--env", "env_id", default=None, help="also say whether each host can take this environment's gpu profile now")
+def hosts_cmd(env_id: str | None) -> None:
+    """List the GPU hosts in the hosts file and what each has free.
+
+    The file is ~/.config/rebench-tui/hosts.toml (or $REBENCH_HOSTS_FILE), one [[host]] table
+    each with label = "..." and url = "ssh://user@host[:port]" (and an optional note)."""
+    from .hosts import hosts_path, load_hosts
+
+    settings = _settings()
+    path = hosts_path(settings.config_dir)
+    hosts = load_hosts(path)
+    if not hosts:
+        raise RebenchError(f"no hosts listed in {path}", fix=f'add [[host]] tables with label and url to {path}, e.g. label = "gpu-a", url = "ssh://me@gpu-a"')
+    env = workstation.catalog(settings).get(env_id) if env_id else None
+    need = env.profile("gpu").gpus if env is not None and "gpu" in env.profile_names else 0
+    t = Table(title=f"hosts in {path}")
+    for col in ("label", "url", "engine", "GPUs free", *(["fits " + env_id] if env else []), "note"):
+        t.add_column(col)
+    for h in hosts:
+        try:
+            rt = workstation.connect_docker(settings, h.url)
+        except RebenchError as exc:
+            t.add_row(h.label, h.url, f"[red]{exc.what.splitlines()[0][:60]}[/red]", "-", *(["no"] if env else []), h.note)
+            continue
+        gpus = rt.gpu_inventory()
+        free = sum(g.free for g in gpus)
+        fit = workstation.host_fit(rt, need) if env else None
+        t.add_row(h.label, h.url, "[green]answers[/green]", f"{free} of {len(gpus)}" if gpus else "no GPUs",
+                  *([("yes" if fit is None else f"no: {fit}")] if env else []), h.note)
+    out.print(t)
 
 
 @main.command("export")

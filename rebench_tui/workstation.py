@@ -12,6 +12,7 @@ from typing import Callable, Literal
 from .catalog import Catalog, Environment, load_catalog
 from .config import Settings
 from .errors import RebenchError, RuntimeUnavailable
+from .hosts import hosts_path, load_hosts, resolve_host
 from .runtime import Runtime
 from .runtime.images import Recipes
 from .session.records import SessionMeta
@@ -47,13 +48,59 @@ class Choice:
         return self.runtime.kind == "local" or self.profile == "smoke"
 
 
+def host_fit(rt: Runtime, gpus: int) -> str | None:
+    """Why this engine cannot take a session needing ``gpus`` GPUs now, or None if it can."""
+    if gpus == 0:
+        return None
+    if not getattr(rt, "has_nvidia_runtime")():
+        return "no NVIDIA runtime"
+    inventory = getattr(rt, "gpu_inventory")()
+    free = [g for g in inventory if g.free]
+    if len(free) < gpus:
+        return f"{len(free)} of {len(inventory)} GPUs free, needs {gpus}"
+    return None
+
+
+def pick_host(env: Environment, settings: Settings, profile: str | None, say: Callable[[str], None]) -> tuple[Runtime | None, list[str]]:
+    """The first host in the hosts file whose engine answers and has the GPUs the profile needs
+    free; (None, why-not for each) when none fits or there is no hosts file."""
+    hosts = load_hosts(hosts_path(settings.config_dir))
+    wanted = profile or ("gpu" if "gpu" in env.profile_names else env.profile_names[0])
+    gpus = env.profile(wanted).gpus
+    why: list[str] = []
+    for h in hosts:
+        say(f"checking host {h.label} ({h.url})")
+        try:
+            rt = connect_docker(settings, h.url)
+        except RebenchError as exc:
+            why.append(f"{h.label}: engine does not answer ({exc.what.splitlines()[0]})")
+            continue
+        reason = host_fit(rt, gpus)
+        if reason is None:
+            say(f"using host {h.label}")
+            return rt, why
+        why.append(f"{h.label}: {reason}")
+    return None, why
+
+
 def choose(env: Environment, settings: Settings, *, runtime: RuntimeChoice = "auto", profile: str | None = None,
            host: str | None = None, say: Callable[[str], None] = lambda _m: None) -> Choice:
     """Pick the runtime and profile: the gpu profile in Docker where the engine can give GPUs,
-    else the smoke profile (CPU), in Docker where an engine answers, else locally (not isolated)."""
+    else the smoke profile (CPU), in Docker where an engine answers, else locally (not isolated).
+    ``host`` is a label from the hosts file or an engine URL; without it, the hosts file's first
+    host that fits is used, then the local engine."""
     reasons: list[str] = []
     rt: Runtime | None = None
-    if runtime in ("auto", "docker"):
+    if host is not None:
+        host = resolve_host(host, load_hosts(hosts_path(settings.config_dir)))
+    elif runtime in ("auto", "docker") and settings.docker_host is None:
+        rt, why = pick_host(env, settings, profile, say)
+        if rt is None and why:
+            if profile == "gpu":
+                raise RuntimeUnavailable("no host in the hosts file can take the gpu profile now: " + "; ".join(why),
+                                         kept="nothing was started", fix="run `rebench-tui doctor ENV --host LABEL` for each, or wait for GPUs to be free")
+            reasons.append("no listed host fits (" + "; ".join(why) + "): trying the local engine")
+    if rt is None and runtime in ("auto", "docker"):
         try:
             rt = connect_docker(settings, host)
         except RuntimeUnavailable as exc:
