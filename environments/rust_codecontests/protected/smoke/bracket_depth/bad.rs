@@ -1,0 +1,18 @@
+use std::io::{self, Read};
+
+fn main() {
+    let mut input = String::new();
+    io::stdin().read_to_string(&mut input).unwrap();
+    let s = input.trim();
+    let mut depth: i64 = 0;
+    let mut best: i64 = 0;
+    for c in s.chars() {
+        if c == '(' {
+            depth += 1;
+        } else {
+            depth -= 1;
+        }
+        best = best.max(depth);
+    }
+    println!("{}", best);
+}
