@@ -1,0 +1,96 @@
+"""Reference solution: expert iteration with the judge (best-of-N, then finetune on the winners).
+
+Runs from a folder holding the starting solution's files (chat.py, judge.py, model.py,
+tokenizer.py), as the participant would, and reaches the judge through the proxy like any
+participant code. Each round:
+
+1. For R training messages, the current model answers greedily and samples N more answers
+   (temperature 1.0, top-k 50).
+2. A knock-out by the judge picks each message's best answer: the first candidate is the
+   champion; every other distinct candidate challenges it (random order shown to the judge)
+   and takes its place on a win.
+3. The model is finetuned on (message, best answer) pairs with chat.sft_loss (only the answer's
+   tokens are learned), E epochs.
+
+No answer is written by a person: the model's own samples, ranked by the judge. Settings per
+profile below (smoke: 2 rounds of 96 messages x 4 samples, under 1,000 judge calls; gpu: the
+plan for GPT-2 small, not yet run at full size). Saves to ~/finetuned_model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import time
+
+import torch
+
+import chat
+import judge
+from model import load_model, save_model
+from tokenizer import load_tokenizer
+
+HOME = os.path.expanduser("~")
+PLANS = {
+    "smoke": {"rounds": 2, "messages": 96, "samples": 4, "epochs": 4, "lr": 2e-3, "batch": 32},
+    "gpu": {"rounds": 3, "messages": 1024, "samples": 8, "epochs": 2, "lr": 1e-5, "batch": 16},
+}
+
+
+def knockout(client: judge.JudgeClient, message: str, candidates: list[str], rng: random.Random) -> str:
+    best = candidates[0]
+    for challenger in dict.fromkeys(candidates[1:]):
+        if challenger != best and client.prefer(message, challenger, best, rng.random() < 0.5) == 1.0:
+            best = challenger
+    return best
+
+
+def main() -> None:
+    plan = PLANS["smoke" if os.environ.get("REBENCH_PROFILE") == "smoke" else "gpu"]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--assets", default=os.path.join(HOME, "assets"))
+    ap.add_argument("--out", default=os.path.join(HOME, "finetuned_model"))
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    torch.manual_seed(a.seed)
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    rng = random.Random(a.seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tok = load_tokenizer(os.path.join(a.assets, "tokenizer.json"))
+    messages = json.load(open(os.path.join(a.assets, "train_prompts.json"), encoding="utf-8"))
+    model = load_model(os.path.join(a.assets, "base_model")).to(device)
+    client = judge.JudgeClient()
+    t0 = time.time()
+    for rnd in range(plan["rounds"]):
+        batch = rng.sample(messages, min(plan["messages"], len(messages)))
+        greedy = chat.answer(model, tok, batch, batch_size=128)
+        sampled = chat.answer(model, tok, [m for m in batch for _ in range(plan["samples"])], temperature=1.0,
+                              top_k=50, seed=a.seed * 100 + rnd, batch_size=256)
+        cands = [[greedy[i]] + sampled[i * plan["samples"]:(i + 1) * plan["samples"]] for i in range(len(batch))]
+        seeds = [rng.randrange(2**31) for _ in batch]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(8) as pool:
+            best = list(pool.map(lambda i: knockout(client, batch[i], cands[i], random.Random(seeds[i])), range(len(batch))))
+        pairs = [(m, b) for m, b in zip(batch, best) if b]
+        changed = sum(b != g for b, g in zip(best, greedy))
+        opt = torch.optim.AdamW(model.parameters(), lr=plan["lr"], weight_decay=0.0)
+        model.train()
+        steps = max(1, plan["epochs"] * len(pairs) // plan["batch"])
+        for _ in range(steps):
+            loss = chat.sft_loss(model, *chat.sft_batch(tok, rng.sample(pairs, min(plan["batch"], len(pairs))),
+                                                        model.cfg.block_size, device))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        model.eval()
+        print(f"round {rnd + 1}/{plan['rounds']}: {len(pairs)} winners ({changed} differ from the greedy answer), "
+              f"{steps} steps, loss {loss.item():.3f}, {time.time() - t0:.0f} s", flush=True)
+    print("saved", save_model(model, a.out))
+
+
+if __name__ == "__main__":
+    main()
