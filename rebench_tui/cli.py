@@ -55,19 +55,26 @@ def main() -> None:
 
 
 @main.command("list")
-def list_cmd() -> None:
-    """Show the environments and any problems in their folders."""
+@click.option("-v", "--verbose", is_flag=True, help="also say how each profile's start and reference scores were measured")
+def list_cmd(verbose: bool) -> None:
+    """Show the environments, their profiles' start and reference scores, and any problems in their folders."""
     settings = _settings()
     cat = workstation.catalog(settings)
     t = Table(title=f"environments in {settings.environments}")
-    for col in ("id", "title", "METR task", "score", "profiles", "GPUs", "time"):
+    for col in ("id", "title", "METR task", "score", "profiles: start → reference (GPUs)", "time"):
         t.add_column(col)
     for env in cat.environments.values():
         m = env.manifest
+        profiles = "\n".join(f"{p.name}: {p.start_score:.4g} → {p.reference_score:.4g} ({p.gpus})"
+                             for p in map(env.profile, env.profile_names))
         t.add_row(env.id, m.title, f"{m.task_id} {m.version}", f"{m.score.direction.value} is better, {m.score.aggregation.value}"
-                  + (", hidden" if m.score.visibility == "hidden" else ""), ", ".join(env.profile_names),
-                  str(m.resources.gpus), format_hms(m.time.limit))
+                  + (", hidden" if m.score.visibility == "hidden" else ""), profiles, format_hms(m.time.limit))
     out.print(t)
+    if verbose:
+        for env in cat.environments.values():
+            for p in map(env.profile, env.profile_names):
+                out.print(f"[bold]{env.id}[/bold] {p.name}: start {p.start_score:g}, reference {p.reference_score:g}", highlight=False)
+                out.print(f"  measured: {p.measured.strip()}", highlight=False, markup=False)
     if cat.problems:
         err.print(f"[bold red]{len(cat.problems)} problem(s):[/bold red]")
         for p in cat.problems:
