@@ -173,6 +173,8 @@ def _pick(logits: torch.Tensor, temperature: float, top_k: int | None, generator
         kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits, dim=-1)
-    if generator is not None and generator.device != probs.device:
-        return torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(probs.device)
+    if generator is not None and generator.device.type != probs.device.type:
+        # Sample where the generator lives (a CPU generator for CUDA logits, or the reverse);
+        # compare types only: a generator made with device="cuda" reports "cuda", the logits "cuda:0".
+        return torch.multinomial(probs.to(generator.device), 1, generator=generator).squeeze(1).to(probs.device)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)
