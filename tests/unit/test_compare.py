@@ -115,7 +115,9 @@ def test_unknown_task_names_are_a_clear_error(resolver):
 def test_catalog_facts_take_precedence(catalog, fixture_catalog):
     r = EnvResolver(catalog)
     assert r.info("ai_rd_fix_embedding/main").origin == "catalog:gpu"
-    assert r.info("optimize_llm_foundry").origin == "built-in"  # not in the catalog yet: the built-in table
+    assert r.info("optimize_llm_foundry").origin == "catalog:gpu"
+    # an environment missing from the catalog (here: one holding only the toy) comes from the built-in table
+    assert EnvResolver(fixture_catalog).info("optimize_llm_foundry").origin == "built-in"
     toy = EnvResolver(fixture_catalog).info("rebench_toy_score/main")  # only a smoke profile: that one
     assert (toy.env_id, toy.start, toy.reference, toy.origin) == ("toy_score", 10.0, 2.0, "catalog:smoke")
 
