@@ -87,10 +87,18 @@ def docker_runtime(docker_client, settings):
     from rebench_tui.runtime.docker_runtime import DockerRuntime
 
     rt = DockerRuntime(docker_client, None, settings.images, settings.cache_dir)
-    before = {c.id for c in rt.find_containers()}
+    made: list[str] = []
+    create = rt.create
+
+    def tracking_create(spec, image, progress):
+        made.append(spec.session_id)
+        return create(spec, image, progress)
+
+    rt.create = tracking_create  # type: ignore[method-assign]
     yield rt
     # Every test cleans up after itself; anything left is a bug the test reports, then removed.
-    left = [c for c in rt.find_containers() if c.id not in before]
+    # Only this test's own sessions are looked at: other work may share the engine meanwhile.
+    left = [c for sid in made for c in rt.find_containers(sid)]
     for c in left:
         c.remove(force=True)
     assert not left, f"containers left behind: {[c.name for c in left]}"

@@ -13,6 +13,7 @@ that never loaded them) become ``command_gap`` rows.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -50,6 +51,19 @@ class CommandCollector:
         self.state: dict[str, Any] = {"offset": 0, "pending": {}, "shells": {}, "tty": {}, "waiting": []}
         if state_path.is_file():
             self.state.update(json.loads(state_path.read_text(encoding="utf-8")))
+        self._trim_copies()
+
+    def _trim_copies(self) -> None:
+        """Cut the host copies of the terminal logs back to what the state has consumed: bytes past
+        that (a crash, or a poll that failed half-way) are read again from the container."""
+        if not self.tty_copy_dir.is_dir():
+            return
+        for path in self.tty_copy_dir.glob("*.log"):
+            t = self.state["tty"].get(path.stem)
+            size = 0 if t is None else int(t["copy"])
+            if path.stat().st_size > size:
+                with open(path, "r+b") as fh:
+                    fh.truncate(size)
 
     # -- persistence ----------------------------------------------------------------------
     def _save(self) -> None:
@@ -142,8 +156,28 @@ class CommandCollector:
                               "duration_s": duration, "output_head": first, "truncated": cut, **({"notes": notes} if notes else {})},
                     title="command")]
 
-    def poll(self) -> list[dict[str, Any]]:
-        """Read what is new; returns audit row contents in order (empty if nothing happened)."""
+    def poll(self, commit: Callable[[Path, dict[str, Any], list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+        """Read what is new; returns audit row contents in order (empty if nothing happened).
+
+        All or nothing: if a read fails half-way (the link to a remote engine dropped), the state
+        goes back to where it was and the next poll reads the same records again. With ``commit``,
+        the rows and the new state are handed over together (the session writes both).
+        """
+        before = copy.deepcopy(self.state)
+        try:
+            rows, moved = self._poll()
+        except BaseException:
+            self.state = before
+            self._trim_copies()
+            raise
+        if commit is not None:
+            if rows or moved:
+                commit(self.state_path, self.state, rows)
+        elif rows or moved:
+            self._save()
+        return rows
+
+    def _poll(self) -> tuple[list[dict[str, Any]], bool]:
         st = self.state
         data = self.read(COMMANDS_LOG, st["offset"])
         rows: list[dict[str, Any]] = []
@@ -206,9 +240,7 @@ class CommandCollector:
                 rows.append(log("malformed capture record", {"event": "command_gap", "reason": "malformed hook record",
                                                              "line": rec.get("line")}, title="command"))
         rows += self._flush(pid_only=None, count_try=True)
-        if rows or complete:
-            self._save()
-        return rows
+        return rows, bool(complete) or bool(st["waiting"])
 
     def _flush(self, pid_only: str | None, final: bool = False, count_try: bool = False) -> list[dict[str, Any]]:
         """Emit waiting commands whose output has reached the terminal log (all of a shell's, if final)."""

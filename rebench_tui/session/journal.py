@@ -1,0 +1,74 @@
+"""Watcher state that moves with the audit log, so a crash records nothing twice and loses nothing.
+
+A watcher's state (what the files were, how far the command log was read) and the rows it
+derives from it must change together. :meth:`StateCommit.commit` first writes the new state
+with the row count the log will have (``<state>.next``, fsynced), then appends the rows (one
+fsync), then puts the state in place. :meth:`StateCommit.recover`, run when a session is
+opened, finishes a commit the crash cut short: the rows are in the log, so the new state
+counts; or they are not, so the old state does and the rows are derived again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..trajectory.audit import AuditLog
+
+
+def write_json(path: Path, data: Any) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class StateCommit:
+    def __init__(self, audit: AuditLog) -> None:
+        self.audit = audit
+
+    def rows_written(self) -> int:
+        """Rows in the log plus rows waiting in its side journal (merged into it on reopening)."""
+        pending = self.audit.pending_path
+        waiting = 0
+        if pending.exists():
+            with open(pending, encoding="utf-8") as fh:
+                waiting = sum(1 for line in fh if line.strip())
+        return self.audit.count + waiting
+
+    @staticmethod
+    def _next(state_path: Path) -> Path:
+        return state_path.with_name(state_path.name + ".next")
+
+    def commit(self, state_path: Path, state: Any, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            write_json(state_path, state)
+            return
+        nxt = self._next(state_path)
+        with self.audit._lock:  # nothing else may append between the count and the rows
+            write_json(nxt, {"after": self.rows_written() + len(rows), "state": state})
+            self.audit.append_many(rows)
+        write_json(state_path, state)
+        nxt.unlink(missing_ok=True)
+
+    def recover(self, state_path: Path) -> str | None:
+        """Finish or drop a commit cut short; returns what was done, or None if there was none."""
+        nxt = self._next(state_path)
+        if not nxt.exists():
+            return None
+        try:
+            pending = json.loads(nxt.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            nxt.unlink(missing_ok=True)
+            return f"{state_path.name}: an unreadable half-written state was dropped (rows are derived again)"
+        if self.rows_written() >= pending["after"]:
+            write_json(state_path, pending["state"])
+            nxt.unlink(missing_ok=True)
+            return f"{state_path.name}: rows were written before the crash; their state is kept"
+        nxt.unlink(missing_ok=True)
+        return f"{state_path.name}: rows were not written before the crash; they are derived again"
