@@ -228,13 +228,39 @@ def stop(session_id: str, remove: bool, sessions_dir: Path | None) -> None:
     if meta.runtime != "docker":
         err.print("local sessions have no container to stop")
         return
+    from .runtime.remote import is_remote, remove_session_volumes
+
     rt = workstation.runtime_for(meta, settings)
     found = rt.find_containers(meta.id)  # type: ignore[attr-defined]
+    remote = is_remote(getattr(rt, "base_url", None))
     for c in found:
         c.stop(timeout=5)
+        if remove and remote:
+            # The home lives in a volume on that host: keep a copy here before it goes.
+            kept = folder / "home-at-removal"
+            _copy_home(c, kept)
+            err.print(f"copied the remote home to {kept}")
         if remove:
             c.remove(force=True)
-    err.print(f"{'removed' if remove else 'stopped'} {len(found)} container(s) of {meta.id}; records stay in {folder}")
+    volumes = remove_session_volumes(rt.client, meta.id) if remove and remote else 0  # type: ignore[attr-defined]
+    err.print(f"{'removed' if remove else 'stopped'} {len(found)} container(s)" + (f" and {volumes} volume(s)" if volumes else "")
+              + f" of {meta.id}; records stay in {folder}")
+
+
+def _copy_home(container, dest: Path) -> None:
+    import io
+    import tarfile
+
+    from .errors import RebenchError as _E
+
+    try:
+        stream, _ = container.get_archive("/home/agent")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            dest.mkdir(parents=True, exist_ok=True)
+            tar.extractall(dest, filter="data")
+    except Exception as exc:  # noqa: BLE001 - refuse to remove what could not be kept
+        raise _E(f"could not copy the home of {container.name} before removing it: {exc}",
+                 kept="the container (stopped) and its volume", fix="retry when the host answers, or copy it by hand with `docker cp`") from None
 
 
 @main.command()

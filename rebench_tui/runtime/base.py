@@ -108,6 +108,20 @@ class Sandbox(ABC):
         """(argv, env, cwd) for an interactive login shell as the participant, run on the host."""
 
     capture: bool = False  # whether commands typed in the sandbox's shells are captured
+    remote: bool = False  # on another machine (an engine over ssh://): files there, a link to watch
+
+    def ping(self, timeout: float = 3.0) -> None:
+        """Raises unless the sandbox's engine answers within ``timeout`` seconds (remote sandboxes)."""
+
+    def reconnect(self) -> None:
+        """Open a new link to the engine; raises if it does not answer (remote sandboxes)."""
+
+    def watch_files(self, ignore: tuple[str, ...], interval: float = 0.5) -> Any:
+        """A stream of scans of the home (remote sandboxes: see runtime/poller.py)."""
+        raise NotImplementedError(f"the {self.kind} sandbox is watched from this machine")
+
+    def sync_home(self, dest: Path, ignore: tuple[str, ...]) -> None:
+        """Copy the home into the host folder ``dest`` (remote sandboxes; a local home is already there)."""
 
     def read_file(self, path: str, offset: int = 0) -> bytes:
         """Bytes of a sandbox file from ``offset`` on, read as root (b"" if it does not exist)."""

@@ -40,6 +40,7 @@ from ..secrets import secrets_env_file
 from .capture import DAEMON, HOOKS
 from .gpus import QUERY, Gpu, claims, parse_nvidia_smi, with_claims
 from .images import RECIPE_LABEL, ImageBuilder, Recipes, context_hash
+from .remote import POLLER, FileStream, ensure_assets_volume, ensure_home_volume, is_remote, remove_session_volumes, tar_contents
 
 HOME = "/home/agent"
 PROTECTED = "/protected"
@@ -73,13 +74,56 @@ class DockerSandbox(Sandbox):
 
     def __init__(self, runtime: "DockerRuntime", container: Any, spec: SandboxSpec) -> None:
         self.runtime = runtime
-        self.container = container
+        self._container = container
+        self._generation = runtime.generation
         self.spec = spec
         self.host = runtime.host
+        self.remote = runtime.remote
+
+    @property
+    def container(self) -> Any:
+        """The container, through the runtime's current client (a reconnect makes a new one)."""
+        if self._generation != self.runtime.generation:
+            self._container = self.runtime.client.containers.get(self._container.id)
+            self._generation = self.runtime.generation
+        return self._container
 
     @property
     def api(self) -> Any:
         return self.runtime.client.api
+
+    # -- remote engines: link and file feed -------------------------------------------------
+    def ping(self, timeout: float = 3.0) -> None:
+        """Raises unless the engine answers within ``timeout`` seconds."""
+        self.runtime.ping(timeout)
+
+    def reconnect(self) -> None:
+        """A new connection to the engine; raises if it does not answer (yet)."""
+        self.runtime.reconnect()
+        if self.container.status != "running":
+            self.container.reload()
+
+    def watch_files(self, ignore: tuple[str, ...], interval: float = 0.5) -> FileStream:
+        """The poller's scans of the home, streamed (the home is out of this machine's reach)."""
+        return FileStream(self.api, self.container.id, HOME, ignore, interval)
+
+    def sync_home(self, dest: Path, ignore: tuple[str, ...]) -> None:
+        """Copy the participant's home (less ignored paths) into the host folder ``dest``."""
+        excludes = []
+        for pat in ignore:
+            excludes.append(f"--exclude=./{pat.rstrip('/')}" if "/" in pat else f"--exclude={pat}")
+        exec_id = self.api.exec_create(self.container.id, ["tar", "-C", HOME, *excludes, "-cf", "-", "."], user="root",
+                                       stdout=True, stderr=False)["Id"]
+        with tempfile.TemporaryFile() as tmp:
+            for chunk in self.api.exec_start(exec_id, stream=True):
+                tmp.write(chunk)
+            rc = self.api.exec_inspect(exec_id).get("ExitCode")
+            if rc not in (0, 1):  # 1: a file changed while it was read
+                raise RebenchError(f"copying the home out of the container failed (tar exit {rc})", kept="the container")
+            tmp.seek(0)
+            dest.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(fileobj=tmp) as tar:
+                tar.extractall(dest, filter="data")
 
     def exec(self, argv: Sequence[str], *, user: str = "agent", workdir: str | None = None, env: dict[str, str] | None = None,
              timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None) -> ExecResult:
@@ -153,6 +197,8 @@ class DockerSandbox(Sandbox):
         finally:
             if remove:
                 self.container.remove(force=True)
+                if self.remote:
+                    remove_session_volumes(self.runtime.client, self.spec.session_id)
 
     def describe(self) -> dict[str, Any]:
         return {"runtime": "docker", "isolated": True, "host": self.host, "container": self.container.short_id,
@@ -169,16 +215,46 @@ class DockerRuntime(Runtime):
         self.host = base_url or "local"
         self.images_dir = images_dir
         self.cache_dir = cache_dir
+        self.remote = is_remote(base_url)
+        self.timeout = 60
+        self.generation = 0  # bumped by each reconnect: sandboxes fetch their container again
+        self._reconnect_lock = threading.Lock()
+
+    @staticmethod
+    def _client(base_url: str | None, timeout: int) -> Any:
+        import docker
+
+        if base_url:
+            return docker.DockerClient(base_url=base_url, use_ssh_client=False, timeout=timeout)
+        return docker.from_env(timeout=timeout)
+
+    def ping(self, timeout: float = 3.0) -> None:
+        """Raises unless the engine answers ``/_ping`` within ``timeout`` seconds."""
+        api = self.client.api
+        res = api._get(api._url("/_ping"), timeout=timeout)
+        api._raise_for_status(res)
+
+    def reconnect(self) -> None:
+        """Replace the client with a new connection (the SDK's SSH transport does not come back by
+        itself); raises, keeping the old one, if the engine does not answer."""
+        with self._reconnect_lock:
+            fresh = self._client(self.base_url, self.timeout)
+            try:
+                fresh.ping()
+            except BaseException:
+                fresh.close()
+                raise
+            old, self.client = self.client, fresh
+            self.generation += 1
+        try:
+            old.close()
+        except Exception:  # noqa: BLE001 - the old link is dead; closing it may fail
+            pass
 
     @classmethod
     def connect(cls, base_url: str | None, images_dir: Path, cache_dir: Path, timeout: int = 60) -> "DockerRuntime":
-        import docker
-
         try:
-            if base_url:
-                client = docker.DockerClient(base_url=base_url, use_ssh_client=False, timeout=timeout)
-            else:
-                client = docker.from_env(timeout=timeout)
+            client = cls._client(base_url, timeout)
             client.ping()
         except Exception as exc:  # noqa: BLE001 - every way of failing to connect is reported the same
             where = base_url or "the local socket (DOCKER_HOST or /var/run/docker.sock)"
@@ -266,7 +342,14 @@ class DockerRuntime(Runtime):
             volumes={str(spec.workspace.resolve()): {"bind": HOME, "mode": "rw"}},
             shm_size="1g",
         )
-        if spec.assets is not None and (spec.assets / "workspace").is_dir():
+        has_assets = spec.assets is not None and (spec.assets / "workspace").is_dir()
+        if self.remote:
+            # No bind mounts of this machine's folders on a remote host: volumes there instead.
+            kwargs["volumes"] = {ensure_home_volume(self.client, spec.session_id, spec.labels): {"bind": HOME, "mode": "rw"}}
+            if has_assets:
+                kwargs["volumes"][ensure_assets_volume(self.client, image, spec.assets, progress)] = {
+                    "bind": f"{HOME}/{ASSETS_DIR}", "mode": "ro"}
+        elif has_assets:
             kwargs["volumes"][str((spec.assets / "workspace").resolve())] = {"bind": f"{HOME}/{ASSETS_DIR}", "mode": "ro"}
         if prof.cpus:
             ncpu = self.engine_cpus()
@@ -281,9 +364,15 @@ class DockerRuntime(Runtime):
         progress(f"creating container rebench-{spec.session_id} from {image}")
         container = self.client.containers.create(**kwargs)
         try:
+            if self.remote:
+                progress(f"copying the starting workspace into its volume on {self.host}")
+                with tar_contents(spec.workspace) as tmp:
+                    container.put_archive(HOME, tmp)
             container.start()
         except docker.errors.APIError as exc:
             container.remove(force=True)
+            if self.remote:
+                remove_session_volumes(self.client, spec.session_id)
             text = str(exc)
             if prof.gpus and ("device driver" in text or "nvidia" in text.lower() or "gpu" in text.lower()):
                 raise RuntimeUnavailable(
@@ -374,7 +463,8 @@ class DockerRuntime(Runtime):
     def _install_supervisor(self, container: Any) -> None:
         """The command supervisor, and command capture: the root daemon and the shells' hooks."""
         self._put(container, "/opt/rebench", {"supervise.py": (SUPERVISOR.read_bytes(), 0o755),
-                                              "capture.py": (DAEMON.read_bytes(), 0o755)})
+                                              "capture.py": (DAEMON.read_bytes(), 0o755),
+                                              "poller.py": (POLLER.read_bytes(), 0o755)})
         self._put(container, "/etc/profile.d", {"zz-rebench.sh": (HOOKS.read_bytes(), 0o644)})
         container.exec_run(["sh", "-c", "grep -q zz-rebench /etc/bash.bashrc 2>/dev/null || "
                             "echo '. /etc/profile.d/zz-rebench.sh' >> /etc/bash.bashrc; "
@@ -391,6 +481,11 @@ class DockerRuntime(Runtime):
         return self.client.containers.list(all=True, filters={"label": label})
 
     def attach(self, spec: SandboxSpec) -> Sandbox | None:
+        if self.remote:
+            try:
+                self.ping()
+            except Exception:  # noqa: BLE001 - a link that dropped since connecting: a new one
+                self.reconnect()
         found = self.find_containers(spec.session_id)
         if not found:
             return None

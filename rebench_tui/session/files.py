@@ -169,6 +169,10 @@ class FileWatcher:
     def _describe(self, rel: str) -> dict[str, Any] | None:
         return describe(self.root / rel)
 
+    def _text(self, rel: str, desc: dict[str, Any]) -> str | None:
+        """The file's text where it is small UTF-8 text, for diffs and blobs."""
+        return _read_text(self.root / rel, desc["size"])
+
     def scan(self) -> dict[str, dict[str, Any]]:
         return scan(self.root, self.ignore)
 
@@ -229,7 +233,7 @@ class FileWatcher:
         if event == "modified" and prev is None:
             event = "created"
         self._known[target] = desc
-        new_text = _read_text(self.root / target, desc["size"]) if desc.get("kind") is None else None
+        new_text = self._text(target, desc) if desc.get("kind") is None else None
         self._blob_put(desc.get("sha256"), new_text)
         if event == "created":
             old_text = ""
@@ -324,7 +328,7 @@ class FileWatcher:
                 changes.append(ch)
         self._known = current
         for desc_rel, desc in current.items():
-            self._blob_put(desc.get("sha256"), _read_text(self.root / desc_rel, desc["size"]))
+            self._blob_put(desc.get("sha256"), self._text(desc_rel, desc))
         if changes:
             self.sink(changes, 0)
         self._save_state(force=True)

@@ -37,7 +37,10 @@ from ..trajectory.entries import INT32_MAX, log
 from .commands import CommandCollector
 from ..hashing import sha256_file
 from .files import DEFAULT_IGNORE, FileChange, FileWatcher, human_size, scan
+from .journal import StateCommit
+from .link import LinkMonitor
 from .lock import SessionLock
+from .remote_files import RemoteFileWatcher
 from .records import ClockModel, Pause, ScoreRecord, SessionMeta
 
 META = "session.json"
@@ -52,7 +55,8 @@ LOCK = "lock"
 
 @dataclass(frozen=True)
 class SessionEvent:
-    """What listeners hear: ``kind`` is files, score, warning, paused, resumed, note, finished or error."""
+    """What listeners hear: ``kind`` is files, commands, score, warning, paused, resumed, note, finished,
+    error, or (remote engines) link_lost and link_restored."""
 
     kind: str
     data: Any = None
@@ -95,6 +99,15 @@ class Session:
         self.lock = SessionLock(folder / LOCK)
         self._score_lock = threading.Lock()
         self._meta_lock = threading.RLock()
+        self.journal = StateCommit(self.audit)
+        self.recovered = [note for name in (FILES_STATE, COMMANDS_STATE)
+                          if (note := self.journal.recover(folder / STATE / name)) is not None]
+        self.link: LinkMonitor | None = None
+        self.link_interval = 2.0
+
+    @property
+    def link_up(self) -> bool:
+        return self.link is None or self.link.up
 
     # -- paths ----------------------------------------------------------------------------
     @property
@@ -222,7 +235,8 @@ class Session:
             f"session resumed on {socket.gethostname()}; working time {format_hms(session.wclock.used())}, clock "
             f"{'running' if session.wclock.running else 'paused'}"
             + (f"; {format_hms(gap)} since the last record" if gap is not None else ""),
-            {"event": "session_resumed", "gap_s": gap, "clock_running": session.wclock.running, "lock": lock_note},
+            {"event": "session_resumed", "gap_s": gap, "clock_running": session.wclock.running, "lock": lock_note,
+             **({"recovered": session.recovered} if session.recovered else {})},
             title="session",
         ))
         session._save()
@@ -275,11 +289,49 @@ class Session:
     # -- files ----------------------------------------------------------------------------
     def start_watching(self, interval: float = 0.2) -> FileWatcher:
         if self.watcher is None:
-            self.watcher = FileWatcher(self.workspace, self._record_files, self.folder / STATE / FILES_STATE,
-                                       ignore=self.ignore, interval=interval,
-                                       redact=self.redactor.text if self.redactor else None)
+            redact = self.redactor.text if self.redactor else None
+            if self.sandbox.remote:
+                self.start_link()
+                self.watcher = RemoteFileWatcher(lambda: self.sandbox.watch_files(self.ignore), self._commit_files,
+                                                 self.folder / STATE / FILES_STATE, ignore=self.ignore, redact=redact,
+                                                 wait_link=lambda t: self.link is None or self.link.wait_up(t),
+                                                 trouble=self._link_trouble)
+            else:
+                self.watcher = FileWatcher(self.workspace, self._record_files, self.folder / STATE / FILES_STATE,
+                                           ignore=self.ignore, interval=interval, redact=redact)
             self.watcher.start()
         return self.watcher
+
+    # -- the link to a remote engine ----------------------------------------------------------
+    def start_link(self) -> LinkMonitor | None:
+        """Watch the link to a remote engine (a heartbeat; loss and restore are recorded and announced)."""
+        if not self.sandbox.remote:
+            return None
+        if self.link is None:
+            self.link = LinkMonitor(self.sandbox.ping, self.sandbox.reconnect, self._link_lost, self._link_restored,
+                                    interval=self.link_interval)
+            self.link.start()
+        return self.link
+
+    def _link_trouble(self, exc: Exception) -> None:
+        if self.link is not None:
+            self.link.suspect()
+
+    def _link_lost(self, error: str) -> None:
+        host = self.sandbox.host
+        self.audit.append(log(f"link to the engine at {host} lost: {error}; working time keeps running; reconnecting",
+                              {"event": "link_lost", "host": host, "error": error,
+                               "working_s": round(self.wclock.used(), 3)}, title="link"))
+        self._emit("link_lost", f"link to {host} lost ({error.splitlines()[0][:160]}); reconnecting…")
+
+    def _link_restored(self, outage_s: float, attempts: int) -> None:
+        host = self.sandbox.host
+        self.audit.append(log(f"link to the engine at {host} restored after {outage_s:.1f} s ({attempts} attempt(s)); "
+                              "what happened there meanwhile is recorded next",
+                              {"event": "link_restored", "host": host, "outage_s": round(outage_s, 3), "attempts": attempts},
+                              title="link"))
+        self._emit("link_restored", outage_s)
+        self.collect_commands()
 
     # -- commands ---------------------------------------------------------------------------
     def start_capture(self, interval: float = 1.0) -> bool:
@@ -288,6 +340,7 @@ class Session:
             self.audit.append(log(f"command capture is not available on the {self.sandbox.kind} runtime: shell commands "
                                   "are not recorded", {"event": "capture_unavailable"}, title="command"))
             return False
+        self.start_link()
         if self._capture_thread is None:
             self.collector = CommandCollector(self.sandbox.read_file, self.folder / STATE / COMMANDS_STATE, self.folder / STATE / "tty",
                                               redact=self.redactor.data if self.redactor else None)
@@ -303,16 +356,18 @@ class Session:
 
     def collect_commands(self) -> int:
         """Record what the shells did since the last call; returns the number of rows written."""
-        if self.collector is None:
-            return 0
+        if self.collector is None or not self.link_up:
+            return 0  # while the link is down the records wait in the container; read from the same offset later
         with self._capture_lock:
             try:
-                rows = self.collector.poll()
+                rows = self.collector.poll(commit=self.journal.commit)
             except Exception as exc:  # noqa: BLE001 - an engine hiccup is reported, the next poll retries
-                self._emit("error", f"reading the command log failed: {exc} (will retry)")
+                if self.link is not None:
+                    self.link.suspect()  # the link monitor tells the screen; nothing was consumed
+                else:
+                    self._emit("error", f"reading the command log failed: {exc} (will retry)")
                 return 0
             if rows:
-                self.audit.append_many(rows)
                 self._emit("commands", rows)
             return len(rows)
 
@@ -326,6 +381,13 @@ class Session:
     def _record_files(self, changes: list[FileChange], raw_events: int) -> None:
         self.audit.append_many([log(ch.summary(), ch.record(), title="file") for ch in changes])
         self._emit("files", (changes, raw_events))
+
+    def _commit_files(self, changes: list[FileChange], raw_events: int, state: dict[str, Any]) -> None:
+        """Rows and the files' state together (remote feed): a crash leaves neither gap nor duplicate."""
+        self.journal.commit(self.folder / STATE / FILES_STATE, state,
+                            [log(ch.summary(), ch.record(), title="file") for ch in changes])
+        if changes:
+            self._emit("files", (changes, raw_events))
 
     # -- clock ----------------------------------------------------------------------------
     def pause(self, reason: str = "") -> bool:
@@ -387,6 +449,10 @@ class Session:
         try:
             if self.finished and not final:
                 raise SessionError("this session is finished; scoring is closed", kept="all records")
+            if not self.link_up:
+                raise SessionError(f"the link to the engine at {self.sandbox.host} is down: scoring waits for it",
+                                   kept="every record (nothing was lost; the container keeps running)",
+                                   fix="score again once the status line says the link is back")
             if self.watcher is not None:
                 self.watcher.flush(timeout=2.0)  # file changes made before the key press are recorded before it
             reservation = self.audit.reserve()
@@ -469,13 +535,25 @@ class Session:
             self.meta.final_attempt = None if best is None else best.attempt
             self._save()
         # What the record ends with: the score log and the workspace, by hash (`verify` rechecks them).
+        # A remote home is copied here first, so the session folder holds the work it records.
+        sync_note = None
+        if self.sandbox.remote:
+            try:
+                fresh = self.folder / STATE / "home-sync"
+                shutil.rmtree(fresh, ignore_errors=True)
+                self.sandbox.sync_home(fresh, self.ignore)
+                shutil.rmtree(self.workspace, ignore_errors=True)
+                fresh.rename(self.workspace)
+            except Exception as exc:  # noqa: BLE001 - the finish is recorded all the same, with what is here
+                sync_note = f"the home could not be copied from {self.sandbox.host} ({exc}); hashes are of the local copy"
         files = {SCORE_LOG: sha256_file(self.folder / SCORE_LOG)}
         files.update({f"{WORKSPACE}/{rel}": d["sha256"] for rel, d in scan(self.workspace, self.ignore).items() if d["sha256"]})
         self.audit.append(log(
             f"session finished ({reason}); final score "
             + (f"{best.score:.4g} (attempt {best.attempt}, rule {self.aggregation.value})" if best else "none (no valid scoring)"),
             {"event": "session_finished", "reason": reason, "final_score": json_score(best.score) if best else None,
-             "final_attempt": best.attempt if best else None, "working_s": self.wclock.used(), "files": files},
+             "final_attempt": best.attempt if best else None, "working_s": self.wclock.used(), "files": files,
+             **({"files_note": sync_note} if sync_note else {})},
             title="session",
         ))
         self._index()
@@ -498,6 +576,9 @@ class Session:
             self.watcher.stop()
             self.watcher = None
         self.stop_capture()
+        if self.link is not None:
+            self.link.stop()
+            self.link = None
         if not self.finished and pause_clock is not None:
             if pause_clock:
                 self.pause("app closed")

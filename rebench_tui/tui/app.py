@@ -81,7 +81,13 @@ class RebenchApp(App[None]):
     def _status_text(self) -> str:
         s = self.session
         warn = "" if s.sandbox.isolated else "  ⚠ NOT ISOLATED (local runtime): commands and the scorer run as you"
-        return f"{s.meta.title} · {s.status_line()} · session {s.id}{warn}"
+        link = "" if s.link_up else f"  ⚠ LINK DOWN to {s.sandbox.host}: reconnecting; the clock keeps running, records are kept"
+        return f"{s.meta.title} · {s.status_line()} · session {s.id}{warn}{link}"
+
+    def _show_link(self) -> None:
+        status = self.query_one("#status", Static)
+        status.update(self._status_text())
+        status.set_class(not self.session.link_up, "link-down")
 
     def on_mount(self) -> None:
         ids = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id}
@@ -167,6 +173,15 @@ class RebenchApp(App[None]):
             self.notify(f"Session finished ({ev.data}). Records are complete; press q to quit.", timeout=20)
         elif ev.kind == "error":
             self.notify(str(ev.data), severity="error", timeout=20)
+        elif ev.kind == "link_lost":
+            self._show_link()
+            self.query_one(FileFeed).add_line(f"⚠ {ev.data}")
+            self.notify(f"{ev.data} Working time keeps running (pause with p); scoring waits for the link.",
+                        severity="error", timeout=20)
+        elif ev.kind == "link_restored":
+            self._show_link()
+            self.query_one(FileFeed).add_line(f"link restored after {ev.data:.0f} s")
+            self.notify(f"Link to {self.session.sandbox.host} restored after {ev.data:.0f} s; nothing was lost.", timeout=10)
 
     def _show_best(self) -> None:
         s = self.session
@@ -191,6 +206,9 @@ class RebenchApp(App[None]):
         s = self.session
         if s.finished:
             self.notify("This session is finished; scoring is closed.", severity="warning")
+            return
+        if not s.link_up:
+            self.notify(f"The link to {s.sandbox.host} is down: scoring waits for it (nothing is lost).", severity="warning")
             return
         if s.scoring or self._score_started is not None:
             self.notify("A scoring is already running (press c to cancel it).", severity="warning")
