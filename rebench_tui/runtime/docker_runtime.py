@@ -258,11 +258,17 @@ class DockerRuntime(Runtime):
             client.ping()
         except Exception as exc:  # noqa: BLE001 - every way of failing to connect is reported the same
             where = base_url or "the local socket (DOCKER_HOST or /var/run/docker.sock)"
-            raise RuntimeUnavailable(
-                f"no Docker engine answers at {where}: {exc}",
-                fix="start the engine (`sudo dockerd &` or `sudo systemctl start docker`), check DOCKER_HOST / --host, "
-                    "or use `--runtime local` (not isolated)",
-            ) from None
+            if base_url and base_url.startswith("ssh://"):
+                from urllib.parse import urlsplit
+
+                u = urlsplit(base_url)
+                login = f"{'-p ' + str(u.port) + ' ' if u.port else ''}{u.username + '@' if u.username else ''}{u.hostname}"
+                fix = (f"check that `ssh {login} docker version` works from here (host key in ~/.ssh/known_hosts, "
+                       f"your key on the host, Docker running there); `rebench-tui doctor --host {base_url}` names what is missing")
+            else:
+                fix = ("start the engine (`sudo dockerd &` or `sudo systemctl start docker`), check DOCKER_HOST / --host, "
+                       "or use `--runtime local` (not isolated)")
+            raise RuntimeUnavailable(f"no Docker engine answers at {where}: {exc}", fix=fix) from None
         return cls(client, base_url, images_dir, cache_dir)
 
     def builder(self, progress: ProgressFn) -> ImageBuilder:

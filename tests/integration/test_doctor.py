@@ -57,3 +57,22 @@ def test_an_engine_that_does_not_answer_is_one_failure_and_the_rest_skip(setting
     findings = doc.run()
     assert [f.status for f in findings] == ["fail"] + ["skip"] * 7
     assert "no Docker engine answers at tcp://127.0.0.1:9" in findings[0].detail
+
+
+from tests.sshd import sshd  # noqa: E402,F401 - fixture
+
+
+def test_doctor_over_ssh_checks_keys_and_reaches_the_engine_through_sshd(sshd, settings, catalog, docker_client):  # noqa: F811
+    if "nvidia" in (docker_client.info().get("Runtimes") or {}):
+        pytest.skip("this engine has the NVIDIA runtime")
+    doc = Doctor(settings, catalog.get("triton_cumsum"), "smoke", host=sshd.url)
+    found = {f.check: f for f in doc.run()}
+    assert not doc.failed, [f for f in found.values() if f.status == "fail"]
+    assert found["ssh known_hosts"].status == "ok" and found["ssh key"].status == "ok"
+    assert found["engine"].detail == f"Docker engine answers at {sshd.url}"
+    assert found["disk"].status == "ok"            # measured in a throwaway container over the link
+    assert found["clock skew"].status == "ok"
+    sshd.stop()                                    # the link is gone: one failure, named, the rest skipped
+    found = {f.check: f for f in Doctor(settings, catalog.get("triton_cumsum"), "smoke", host=sshd.url).run()}
+    assert found["engine"].status == "fail" and found["ssh known_hosts"].status == "ok"
+    assert found["disk"].status == "skip"
