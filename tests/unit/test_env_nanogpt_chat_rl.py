@@ -204,11 +204,11 @@ def test_no_model_and_broken_models_give_nan(layout):
     (home / "finetuned_model" / "model.pt").write_bytes(b"not a checkpoint")
     r = score(env)
     assert math.isnan(r["score"]) and "not a readable checkpoint" in r["message"]["error"]
-    sys.path.insert(0, str(home / "solution"))
-    try:
-        import model as M
-    finally:
-        sys.path.pop(0)
+    # By file, under a name of its own: other environments' tests also import a module called "model".
+    spec = importlib.util.spec_from_file_location("nanogpt_chat_rl_model", home / "solution" / "model.py")
+    M = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = M  # dataclasses look their module up there
+    spec.loader.exec_module(M)
     base = M.load_model(str(home / "assets" / "base_model"))
     wide = M.GPT(M.GPTConfig(**{**base.cfg.__dict__, "n_embd": base.cfg.n_embd * 2}))
     M.save_model(wide, str(home / "finetuned_model"))
