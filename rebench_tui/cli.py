@@ -110,7 +110,6 @@ def start(env_id: str, profile: str | None, time_limit: str | None, runtime_kind
     """Open ENV_ID in a new session and start the clock."""
     from .assets import AssetStore
     from .session import Session
-    from .store import Store
 
     settings = _settings(sessions_dir)
     env = workstation.catalog(settings).get(env_id)
@@ -123,14 +122,20 @@ def start(env_id: str, profile: str | None, time_limit: str | None, runtime_kind
                   highlight=False)
     secret_values = workstation.resolve_secrets(env, choice.profile, settings)  # before anything starts
     session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
-                             store=Store(settings.sessions), progress=_progress, asset_store=AssetStore(settings.cache_dir),
+                             store=_store(settings), progress=_progress, asset_store=AssetStore(settings.cache_dir),
                              secrets=secret_values)
     _run_app(session)
 
 
+def _store(settings):
+    """The session index; an unreadable one is moved aside and rebuilt from the session folders (said on stderr)."""
+    from .session.reindex import open_store
+
+    return open_store(settings.sessions, say=lambda m: err.print(f"[yellow]note:[/yellow] {m}", highlight=False))
+
+
 def _open_session(session_id: str | None, sessions_dir: Path | None):
     from .session import Session, SessionMeta
-    from .store import Store
 
     settings = _settings(sessions_dir)
     folder = workstation.find_session(settings.sessions, session_id)
@@ -138,7 +143,7 @@ def _open_session(session_id: str | None, sessions_dir: Path | None):
     env = workstation.catalog(settings).get(meta.env_id)
     # Services still running keep their secrets; these are only needed to restart one (and to redact).
     secret_values = workstation.resolve_secrets(env, meta.profile, settings, required=False)
-    return Session.open(folder, env, workstation.runtime_for(meta, settings), store=Store(settings.sessions),
+    return Session.open(folder, env, workstation.runtime_for(meta, settings), store=_store(settings),
                         secrets=secret_values)
 
 
@@ -195,13 +200,21 @@ def verify_cmd(session_ids: tuple[str, ...], sessions_dir: Path | None) -> None:
 @main.command("sessions")
 @click.option("--env", "env_id", default=None)
 @click.option("--status", type=click.Choice(["active", "finished"]), default=None)
+@click.option("--rebuild-index", is_flag=True, help="rebuild sessions/index.db from the session folders first (the records are the truth)")
 @sessions_dir_opt
-def sessions_cmd(env_id: str | None, status: str | None, sessions_dir: Path | None) -> None:
-    """List sessions from the index."""
+def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, sessions_dir: Path | None) -> None:
+    """List sessions from the index (an unreadable index is rebuilt from the session folders by itself)."""
     from .store import Store
 
     settings = _settings(sessions_dir)
-    rows = Store(settings.sessions).sessions(env_id=env_id, status=status)
+    if rebuild_index:
+        from .session.reindex import rebuild_index as _rebuild
+
+        n, problems = _rebuild(Store(settings.sessions), settings.sessions)
+        err.print(f"rebuilt the session index from the session folders: {n} session(s)")
+        for p in problems:
+            err.print(f"  not indexed: {p}")
+    rows = _store(settings).sessions(env_id=env_id, status=status)
     t = Table(title=f"sessions in {settings.sessions}")
     for col in ("id", "env", "profile", "runtime", "status", "working", "scores", "final", "normalized"):
         t.add_column(col)
@@ -238,8 +251,10 @@ def stop(session_id: str, remove: bool, sessions_dir: Path | None) -> None:
         if remove and remote:
             # The home lives in a volume on that host: keep a copy here before it goes.
             kept = folder / "home-at-removal"
-            _copy_home(c, kept)
+            skipped = _copy_home(c, kept)
             err.print(f"copied the remote home to {kept}")
+            for line in skipped:
+                err.print(f"  skipped as unsafe: {line}")
         if remove:
             c.remove(force=True)
     volumes = remove_session_volumes(rt.client, meta.id) if remove and remote else 0  # type: ignore[attr-defined]
@@ -247,17 +262,22 @@ def stop(session_id: str, remove: bool, sessions_dir: Path | None) -> None:
               + f" of {meta.id}; records stay in {folder}")
 
 
-def _copy_home(container, dest: Path) -> None:
-    import io
+def _copy_home(container, dest: Path) -> list[str]:
+    """Copy a container's home into ``dest``; returns what was skipped as unsafe (links out, devices)."""
     import tarfile
+    import tempfile
 
     from .errors import RebenchError as _E
+    from .runtime.safe_tar import extract_safely
 
     try:
         stream, _ = container.get_archive("/home/agent")
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-            dest.mkdir(parents=True, exist_ok=True)
-            tar.extractall(dest, filter="data")
+        with tempfile.TemporaryFile() as tmp:
+            for chunk in stream:
+                tmp.write(chunk)
+            tmp.seek(0)
+            with tarfile.open(fileobj=tmp) as tar:
+                return extract_safely(tar, dest)
     except Exception as exc:  # noqa: BLE001 - refuse to remove what could not be kept
         raise _E(f"could not copy the home of {container.name} before removing it: {exc}",
                  kept="the container (stopped) and its volume", fix="retry when the host answers, or copy it by hand with `docker cp`") from None

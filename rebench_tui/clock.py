@@ -11,6 +11,7 @@ running while the app is closed unless the participant paused first.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -153,6 +154,8 @@ _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:
 
 def parse_duration(text: str | int | float) -> float:
     """Seconds from ``8h``, ``90m``, ``1h30m``, ``45s`` or a plain number of seconds."""
+    if isinstance(text, bool) or not isinstance(text, (int, float, str)):
+        raise ValueError(f"not a duration: {text!r} (use e.g. 8h, 90m, 1h30m, 45s)")
     if isinstance(text, (int, float)):
         value = float(text)
     else:
@@ -165,6 +168,6 @@ def parse_duration(text: str | int | float) -> float:
                 raise ValueError(f"not a duration: {text!r} (use e.g. 8h, 90m, 1h30m, 45s)") from None
             h, mi, s = (float(g) if g else 0.0 for g in m.groups())
             value = h * 3600 + mi * 60 + s
-    if value <= 0:
-        raise ValueError(f"a duration must be positive, got {text!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"a duration must be a positive, finite number of seconds, got {text!r}")
     return value

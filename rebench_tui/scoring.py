@@ -60,6 +60,15 @@ def _as_float(value: Any) -> float | None:
     return None
 
 
+def _plain_json(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with NaN and Infinity written as the strings "NaN", "Infinity", "-Infinity", so the
+    audit log (strict JSON) and the score log keep the same value."""
+    try:
+        return json.loads(json.dumps(obj), parse_constant=lambda c: c)
+    except (ValueError, RecursionError):
+        return {"value": "unreadable (nested too deeply)"}
+
+
 def _find_result_line(stdout: str) -> tuple[dict[str, Any], str] | None:
     for line in reversed(stdout.splitlines()):
         line = line.strip()
@@ -67,7 +76,7 @@ def _find_result_line(stdout: str) -> tuple[dict[str, Any], str] | None:
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # garbage, or nesting deeper than the parser goes
             continue
         if isinstance(obj, dict) and "score" in obj:
             return obj, line
@@ -106,8 +115,8 @@ def parse_scorer_output(stdout: str, stderr: str, exit_code: int, *, timed_out: 
     tails = _tails(stdout, stderr, exit_code, line)
     message = obj.get("message", {})
     details = obj.get("details", {})
-    message = message if isinstance(message, dict) else {"value": message}
-    details = details if isinstance(details, dict) else {"value": details}
+    message = _plain_json(message if isinstance(message, dict) else {"value": message})
+    details = _plain_json(details if isinstance(details, dict) else {"value": details})
     details = {**details, **tails}
     score = _as_float(obj.get("score"))
     if score is None:

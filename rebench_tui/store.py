@@ -36,9 +36,45 @@ class Store:
         sessions_dir.mkdir(parents=True, exist_ok=True)
         self.path = sessions_dir / INDEX_NAME
         self._lock = threading.RLock()
+        # Set when an unreadable index was moved aside and an empty one made: the caller refills it
+        # from the session folders (see rebench_tui.session.reindex.open_store).
+        self.moved_aside: Path | None = None
+        self.broken: str | None = None  # why the last index write failed (the records are unaffected)
+        try:
+            self._connect()
+        except sqlite3.DatabaseError as exc:
+            self.moved_aside = self._move_aside(exc)
+            self._connect()
+
+    def _connect(self) -> None:
         self.db = sqlite_utils.Database(sqlite3.connect(self.path, check_same_thread=False, timeout=30))
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self._ensure()
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            check = self.db.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+            self._ensure()
+        except sqlite3.DatabaseError:
+            self.db.close()
+            raise
+
+    def _move_aside(self, exc: Exception) -> Path:
+        n = 0
+        while (aside := self.path.with_name(f"{INDEX_NAME}.corrupt-{n}")).exists():
+            n += 1
+        self.path.replace(aside)
+        for suffix in ("-wal", "-shm"):
+            self.path.with_name(INDEX_NAME + suffix).unlink(missing_ok=True)
+        return aside
+
+    def _write(self, fn) -> None:
+        """An index write; a failure (a full disk, a damaged file) is noted, never raised: the
+        index is rebuilt from the records, which a failing index must not stop."""
+        try:
+            fn()
+            self.broken = None
+        except sqlite3.Error as exc:
+            self.broken = str(exc)
 
     def _ensure(self) -> None:
         if "sessions" not in self.db.table_names():
@@ -59,17 +95,17 @@ class Store:
     @_locked
     def upsert_session(self, row: dict[str, Any]) -> None:
         row = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-        self.db["sessions"].upsert(row, pk="id", alter=True)
+        self._write(lambda: self.db["sessions"].upsert(row, pk="id", alter=True))
 
     @_locked
     def add_score(self, session_id: str, attempt: int, called_at: int, working_s: float, score: float,
                   normalized: float, message: dict[str, Any]) -> None:
-        self.db["scores"].upsert({
+        self._write(lambda: self.db["scores"].upsert({
             "session_id": session_id, "attempt": attempt, "called_at": called_at, "working_s": working_s,
             "score": None if not math.isfinite(score) else score,
             "normalized": None if not math.isfinite(normalized) else normalized,
             "valid": int(math.isfinite(score)), "message": json.dumps(message, default=str),
-        }, pk=("session_id", "attempt"))
+        }, pk=("session_id", "attempt")))
 
     @_locked
     def sessions(self, *, env_id: str | None = None, status: str | None = None) -> list[dict[str, Any]]:

@@ -65,6 +65,16 @@ def _pydantic_problems(path: Path, err: ValidationError) -> list[Problem]:
     return out
 
 
+def _inside(base: Path, rel: str) -> bool:
+    """Whether ``rel`` names something inside ``base`` (no absolute path, no ``..`` or link out of it)."""
+    if "\0" in rel or Path(rel).is_absolute():
+        return False
+    try:
+        return (base / rel).resolve().is_relative_to(base.resolve())
+    except (OSError, RuntimeError, ValueError):  # a link loop, a name the OS refuses
+        return False
+
+
 def load_environment(folder: Path, known_images: Iterable[str] | None = None) -> tuple[Environment | None, list[Problem]]:
     """Load one folder; return the environment (or None) and every problem found in it."""
     problems: list[Problem] = []
@@ -77,6 +87,8 @@ def load_environment(folder: Path, known_images: Iterable[str] | None = None) ->
         data = tomllib.loads(manifest_path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         problems.append(Problem(manifest_path, "", f"not valid TOML: {exc}"))
+    except (OSError, RecursionError) as exc:
+        problems.append(Problem(manifest_path, "", f"cannot be read: {exc}"))
     else:
         try:
             manifest = Manifest.model_validate(data)
@@ -95,6 +107,8 @@ def load_environment(folder: Path, known_images: Iterable[str] | None = None) ->
             text = instructions.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             problems.append(Problem(instructions, "", f"not UTF-8 text: {exc}"))
+        except OSError as exc:
+            problems.append(Problem(instructions, "", f"cannot be read: {exc}"))
         else:
             if not text.strip():
                 problems.append(Problem(instructions, "", "instructions are empty"))
@@ -103,8 +117,12 @@ def load_environment(folder: Path, known_images: Iterable[str] | None = None) ->
     if not dockerfile.is_file():
         problems.append(Problem(dockerfile, "", "missing Dockerfile"))
     else:
-        body = dockerfile.read_text(encoding="utf-8", errors="replace")
-        if not _DOCKERFILE_ARG.search(body) or not _DOCKERFILE_FROM.search(body):
+        try:
+            body = dockerfile.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            body = None
+            problems.append(Problem(dockerfile, "", f"cannot be read: {exc}"))
+        if body is not None and not _DOCKERFILE_ARG.search(body) or not _DOCKERFILE_FROM.search(body):
             problems.append(Problem(dockerfile, "FROM", "must start with `ARG BASE_IMAGE` and `FROM ${BASE_IMAGE}` so profiles can choose the base image"))
 
     for sub in ("solution", "protected"):
@@ -112,11 +130,17 @@ def load_environment(folder: Path, known_images: Iterable[str] | None = None) ->
             problems.append(Problem(folder / sub, "", f"missing {sub}/ folder"))
 
     if manifest is not None:
-        scorer = folder / "protected" / manifest.score.scorer
-        if not scorer.is_file():
-            problems.append(Problem(manifest_path, "score.scorer", f"{manifest.score.scorer!r} is not a file in protected/"))
-        if manifest.assets is not None and not (folder / manifest.assets.prepare).is_file():
-            problems.append(Problem(manifest_path, "assets.prepare", f"{manifest.assets.prepare!r} is not a file in the environment folder"))
+        scorer = manifest.score.scorer
+        if not _inside(folder / "protected", scorer):
+            problems.append(Problem(manifest_path, "score.scorer", f"{scorer!r} points outside protected/ (use a path relative to it)"))
+        elif not (folder / "protected" / scorer).is_file():
+            problems.append(Problem(manifest_path, "score.scorer", f"{scorer!r} is not a file in protected/"))
+        if manifest.assets is not None:
+            prep = manifest.assets.prepare
+            if not _inside(folder, prep):
+                problems.append(Problem(manifest_path, "assets.prepare", f"{prep!r} points outside the environment folder"))
+            elif not (folder / prep).is_file():
+                problems.append(Problem(manifest_path, "assets.prepare", f"{prep!r} is not a file in the environment folder"))
         if known_images is not None:
             known = set(known_images)
             for name, prof in manifest.profiles.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,8 @@ class ProfileSpec(_Strict):
 
     @model_validator(mode="after")
     def _distinct_scores(self) -> "ProfileSpec":
+        if not (math.isfinite(self.start_score) and math.isfinite(self.reference_score)):
+            raise ValueError("start_score and reference_score must be finite numbers (not NaN or Infinity)")
         if self.start_score == self.reference_score:
             raise ValueError("start_score and reference_score must differ (normalization divides by their difference)")
         return self

@@ -100,8 +100,9 @@ class Sandbox(ABC):
         """Copy a host file or folder to ``dest`` (a folder path inside the sandbox)."""
 
     @abstractmethod
-    def copy_out(self, src: str, dest: Path) -> None:
-        """Copy a sandbox file or folder into the host folder ``dest``."""
+    def copy_out(self, src: str, dest: Path) -> list[str]:
+        """Copy a sandbox file or folder into the host folder ``dest``; returns one line per entry
+        skipped as unsafe (a link or path leading out of ``dest``, a device file, an oversized file)."""
 
     @abstractmethod
     def shell_command(self) -> tuple[list[str], dict[str, str] | None, str | None]:
@@ -120,12 +121,31 @@ class Sandbox(ABC):
         """A stream of scans of the home (remote sandboxes: see runtime/poller.py)."""
         raise NotImplementedError(f"the {self.kind} sandbox is watched from this machine")
 
-    def sync_home(self, dest: Path, ignore: tuple[str, ...]) -> None:
-        """Copy the home into the host folder ``dest`` (remote sandboxes; a local home is already there)."""
+    def sync_home(self, dest: Path, ignore: tuple[str, ...]) -> list[str]:
+        """Copy the home into the host folder ``dest`` (remote sandboxes; a local home is already there);
+        returns one line per entry skipped as unsafe."""
+        return []
 
     def read_file(self, path: str, offset: int = 0) -> bytes:
         """Bytes of a sandbox file from ``offset`` on, read as root (b"" if it does not exist)."""
         return b""
+
+    supervisor: str = str(SUPERVISOR)  # the command supervisor's path as the sandbox sees it
+
+    def links_into(self, forbidden: Sequence[str]) -> list[list[str]]:
+        """Symlinks in the home that resolve into ``forbidden`` paths, as ``[link, target]`` pairs,
+        found by root (a root scorer must not follow them). [] when the check itself cannot run."""
+        argv = [self.python, self.supervisor, "links", "--root", self.home]
+        for path in forbidden:
+            argv += ["--forbid", path]
+        result = self.exec(argv, user="root", timeout=120)
+        if not result.ok:
+            return []
+        try:
+            found = json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return []
+        return [list(map(str, pair)) for pair in found if isinstance(pair, list) and len(pair) == 2]
 
     @abstractmethod
     def is_running(self) -> bool: ...

@@ -92,13 +92,14 @@ class LocalSandbox(Sandbox):
             Path(dest).mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, target)
 
-    def copy_out(self, src: str, dest: Path) -> None:
+    def copy_out(self, src: str, dest: Path) -> list[str]:
         s = Path(src)
         dest.mkdir(parents=True, exist_ok=True)
-        if s.is_dir():
-            shutil.copytree(s, dest / s.name, dirs_exist_ok=True)
+        if s.is_dir():  # links are copied as links, never followed out of the folder
+            shutil.copytree(s, dest / s.name, symlinks=True, dirs_exist_ok=True)
         else:
-            shutil.copy2(s, dest / s.name)
+            shutil.copy2(s, dest / s.name, follow_symlinks=False)
+        return []
 
     def shell_command(self) -> tuple[list[str], dict[str, str] | None, str | None]:
         shell = os.environ.get("SHELL") or shutil.which("bash") or "/bin/sh"

@@ -6,6 +6,7 @@ by the sandbox's own ``python3``, as root where it can, dropping to the particip
 
     supervise.py run --token T --state-dir D [--user U[:GROUP]] [--cwd DIR] [--timeout S] -- ARGV...
     supervise.py cancel --token T --state-dir D
+    supervise.py links --root DIR --forbid PATH [--forbid PATH ...]
 
 ``run`` passes the command's output straight through, kills the whole process group when the
 timeout passes, when cancelled, or when the command exits (no stragglers), and writes one status
@@ -19,9 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -52,6 +55,30 @@ def _drop_privileges(spec: str):
     return preexec, {"HOME": env_home, "USER": pw.pw_name, "LOGNAME": pw.pw_name}
 
 
+def pwd_uid(spec: str) -> int:
+    import pwd
+
+    name = spec.partition(":")[0]
+    return int(name) if name.isdigit() else pwd.getpwnam(name).pw_uid
+
+
+def links(args: argparse.Namespace) -> int:
+    """Print, as one JSON list, every symlink below ``--root`` that resolves into a ``--forbid`` path:
+    ``[[link, target], ...]`` (a root scorer must not follow a participant's link into held-out data)."""
+    forbid = [os.path.realpath(p) for p in args.forbid]
+    found = []
+    for dirpath, dirnames, filenames in os.walk(args.root):  # never follows links into folders
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                continue
+            target = os.path.realpath(path)
+            if any(target == f or target.startswith(f.rstrip("/") + "/") for f in forbid):
+                found.append([path, target])
+    sys.stdout.write(json.dumps(found) + "\n")
+    return 0
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -63,9 +90,16 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(args.state_dir, mode=0o700, exist_ok=True)
     env = dict(os.environ)
     preexec = None
+    private_tmp = None
     if args.user and os.geteuid() == 0:
         preexec, user_env = _drop_privileges(args.user)
         env.update(user_env)
+        if user_env["USER"] == "root" or pwd_uid(args.user) == 0:
+            # A root command (the scorer) writes nothing the participant can read: files it makes
+            # are private, and its temp files go to a folder of its own, removed afterwards.
+            os.umask(0o077)
+            private_tmp = tempfile.mkdtemp(prefix="rebench-root-")
+            env.update({"TMPDIR": private_tmp, "TMP": private_tmp, "TEMP": private_tmp})
     started = time.monotonic()
     status = {"returncode": 127, "timed_out": False, "cancelled": False}
     cancelled = {"flag": False}
@@ -104,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+    if private_tmp is not None:
+        shutil.rmtree(private_tmp, ignore_errors=True)
     status["duration_s"] = round(time.monotonic() - started, 6)
     sys.stdout.flush()
     sys.stderr.write("\x1erebench-exec " + json.dumps(status) + "\n")
@@ -135,8 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("cancel")
     c.add_argument("--token", required=True)
     c.add_argument("--state-dir", required=True)
+    k = sub.add_parser("links")
+    k.add_argument("--root", required=True)
+    k.add_argument("--forbid", action="append", default=[])
     args = parser.parse_args(argv)
-    return run(args) if args.verb == "run" else cancel(args)
+    return {"run": run, "cancel": cancel, "links": links}[args.verb](args)
 
 
 if __name__ == "__main__":

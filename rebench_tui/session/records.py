@@ -81,13 +81,23 @@ class SessionMeta(BaseModel):
 
     def save(self, path: Path) -> None:
         data = self.model_dump(mode="json")
-        fd, tmp = tempfile.mkstemp(prefix=".session.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".session.", dir=path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=2, sort_keys=False)
+                fh.write("\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:  # a full or read-only disk: the previous session.json stays whole
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            from ..errors import SessionError
+
+            raise SessionError(f"{path} could not be written: {exc.strerror or exc}",
+                               kept=f"the previous {path.name} (unchanged) and the audit log",
+                               fix="free disk space or make the session folder writable, then try again") from exc
 
     @classmethod
     def load(cls, path: Path) -> "SessionMeta":

@@ -42,6 +42,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import RebenchError
+from .audit import escape_surrogates
 from .entries import TraceEntry
 from .session_records import AUDIT, SessionRecords
 
@@ -54,7 +55,7 @@ SCORES = "score_log.jsonl"
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return escape_surrogates(json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
 
 
 def _write(path: Path, text: str) -> None:
