@@ -9,6 +9,7 @@ raised.
 from __future__ import annotations
 
 import io
+import shlex
 import shutil
 import tarfile
 import tempfile
@@ -40,6 +41,7 @@ from ..secrets import secrets_env_file
 from .capture import DAEMON, HOOKS
 from .gpus import QUERY, Gpu, claims, parse_nvidia_smi, with_claims
 from .images import RECIPE_LABEL, ImageBuilder, Recipes, context_hash
+from .safe_tar import extract_safely
 from .remote import POLLER, FileStream, ensure_assets_volume, ensure_home_volume, is_remote, remove_session_volumes, tar_contents
 
 HOME = "/home/agent"
@@ -71,6 +73,9 @@ class DockerSandbox(Sandbox):
     home = HOME
     protected = PROTECTED
     python = "python3"
+    supervisor = SUPERVISOR_PATH
+    # Where a participant's symlink must not lead when a root scorer reads their files.
+    forbidden_link_targets = (PROTECTED, "/root", "/run", "/proc", "/var/log/rebench", "/etc/shadow")
 
     def __init__(self, runtime: "DockerRuntime", container: Any, spec: SandboxSpec) -> None:
         self.runtime = runtime
@@ -107,8 +112,9 @@ class DockerSandbox(Sandbox):
         """The poller's scans of the home, streamed (the home is out of this machine's reach)."""
         return FileStream(self.api, self.container.id, HOME, ignore, interval)
 
-    def sync_home(self, dest: Path, ignore: tuple[str, ...]) -> None:
-        """Copy the participant's home (less ignored paths) into the host folder ``dest``."""
+    def sync_home(self, dest: Path, ignore: tuple[str, ...]) -> list[str]:
+        """Copy the participant's home (less ignored paths) into the host folder ``dest``; returns
+        what was skipped as unsafe (links out of it, devices, oversized files), one line each."""
         excludes = []
         for pat in ignore:
             excludes.append(f"--exclude=./{pat.rstrip('/')}" if "/" in pat else f"--exclude={pat}")
@@ -121,9 +127,8 @@ class DockerSandbox(Sandbox):
             if rc not in (0, 1):  # 1: a file changed while it was read
                 raise RebenchError(f"copying the home out of the container failed (tar exit {rc})", kept="the container")
             tmp.seek(0)
-            dest.mkdir(parents=True, exist_ok=True)
             with tarfile.open(fileobj=tmp) as tar:
-                tar.extractall(dest, filter="data")
+                return extract_safely(tar, dest)
 
     def exec(self, argv: Sequence[str], *, user: str = "agent", workdir: str | None = None, env: dict[str, str] | None = None,
              timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None) -> ExecResult:
@@ -163,12 +168,14 @@ class DockerSandbox(Sandbox):
     def copy_in(self, src: Path, dest: str) -> None:
         self.container.put_archive(dest, _tar_of(src))
 
-    def copy_out(self, src: str, dest: Path) -> None:
+    def copy_out(self, src: str, dest: Path) -> list[str]:
         stream, _stat = self.container.get_archive(src)
-        buf = io.BytesIO(b"".join(stream))
-        dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=buf) as tar:
-            tar.extractall(dest, filter="data")
+        with tempfile.TemporaryFile() as tmp:  # spooled to disk: a large home must not fill memory
+            for chunk in stream:
+                tmp.write(chunk)
+            tmp.seek(0)
+            with tarfile.open(fileobj=tmp) as tar:
+                return extract_safely(tar, dest)
 
     def read_file(self, path: str, offset: int = 0) -> bytes:
         rc, (out, _err) = self.container.exec_run(["tail", "-c", f"+{offset + 1}", path], user="root", demux=True)
@@ -390,14 +397,7 @@ class DockerRuntime(Runtime):
             raise RebenchError(f"the container did not start: {exc.explanation or text}", kept="the session folder",
                                fix="see `docker logs` on the engine; run `rebench-tui doctor`") from None
         sandbox = DockerSandbox(self, container, spec)
-        self._install_supervisor(container)
-        self._install_protected(container, spec, progress)
-        # Only what the session put there: a read-only assets mount must not be touched.
-        owned = " ".join(f"{HOME}/{p.name}" for p in spec.workspace.iterdir() if p.name != ASSETS_DIR)
-        rc, out = container.exec_run(["sh", "-c", f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR} && chown agent:agent {HOME} "
-                                      f"&& chown -R agent:agent {owned}"], user="root")
-        if rc != 0:
-            raise RebenchError(f"preparing the container failed: {out.decode(errors='replace')}", kept="the container and the session folder")
+        self._setup(container, spec, progress, fresh=True)
         self._start_services(container, spec, progress)
         return sandbox
 
@@ -435,52 +435,65 @@ class DockerRuntime(Runtime):
             container.exec_run(["sh", "-c", f'echo $$ > {pidfile}; exec "$0" "$@" >> {SERVICES_LOG}/{i}.log 2>&1', *cmd],
                                user="root", detach=True, environment=env)
 
-    def _install_protected(self, container: Any, spec: SandboxSpec, progress: ProgressFn) -> None:
-        """A pristine starting solution and the held-out assets under /protected, root:protected 0750."""
+    def _setup(self, container: Any, spec: SandboxSpec, progress: ProgressFn = lambda _m: None, *, fresh: bool) -> None:
+        """What a container needs from us, in one archive and one command (every engine round trip
+        costs tens of milliseconds): the command supervisor, the capture daemon and the poller, the
+        shells' hooks; on a fresh container also the pristine starting solution, the held-out
+        assets and the secrets under /protected (root:protected, 0750) and the home's ownership.
+        Idempotent: ``attach`` runs it again (files refreshed; the daemon started unless it runs)."""
+        prot = PROTECTED.lstrip("/")
+
+        def root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            return info
+
+        def add(tar: tarfile.TarFile, name: str, data: bytes | None, mode: int) -> None:
+            info = root_owned(tarfile.TarInfo(name))
+            info.mode = mode
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
         with tempfile.TemporaryFile() as tmp:
             with tarfile.open(fileobj=tmp, mode="w") as tar:
-                tar.add(str(spec.env.solution_dir), arcname=STARTING_SOLUTION_DIR)
-                held_out = None if spec.assets is None else spec.assets / "protected"
-                if held_out is not None and held_out.is_dir():
-                    progress(f"copying held-out assets into {PROTECTED}/{ASSETS_DIR}")
-                    tar.add(str(held_out), arcname=ASSETS_DIR)
+                add(tar, "opt/rebench", None, 0o755)
+                add(tar, "opt/rebench/supervise.py", SUPERVISOR.read_bytes(), 0o755)
+                add(tar, "opt/rebench/capture.py", DAEMON.read_bytes(), 0o755)
+                add(tar, "opt/rebench/poller.py", POLLER.read_bytes(), 0o755)
+                add(tar, "etc/profile.d", None, 0o755)
+                add(tar, "etc/profile.d/zz-rebench.sh", HOOKS.read_bytes(), 0o644)
+                if fresh:
+                    tar.add(str(spec.env.solution_dir), arcname=f"{prot}/{STARTING_SOLUTION_DIR}", filter=root_owned)
+                    held_out = None if spec.assets is None else spec.assets / "protected"
+                    if held_out is not None and held_out.is_dir():
+                        progress(f"copying held-out assets into {PROTECTED}/{ASSETS_DIR}")
+                        tar.add(str(held_out), arcname=f"{prot}/{ASSETS_DIR}", filter=root_owned)
+                    if spec.secrets:
+                        add(tar, f"{prot}/{SECRETS_FILE}", secrets_env_file(spec.secrets), 0o640)
             tmp.seek(0)
-            container.put_archive(PROTECTED, tmp)
-        if spec.secrets:
-            self._put(container, PROTECTED, {SECRETS_FILE: (secrets_env_file(spec.secrets), 0o640)})
-        paths = f"{PROTECTED}/{STARTING_SOLUTION_DIR} {PROTECTED}/{ASSETS_DIR}" + (f" {PROTECTED}/{SECRETS_FILE}" if spec.secrets else "")
-        rc, out = container.exec_run(["sh", "-c", f"mkdir -p {PROTECTED}/{ASSETS_DIR} && chown -R root:protected {paths} "
-                                      f"&& chmod -R u=rwX,g=rX,o= {paths}"], user="root")
+            container.put_archive("/", tmp)
+        steps = ["grep -q zz-rebench /etc/bash.bashrc 2>/dev/null || echo '. /etc/profile.d/zz-rebench.sh' >> /etc/bash.bashrc",
+                 f"mkdir -p {CAPTURE_TTY_DIR} && chmod 700 /var/log/rebench",
+                 f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}"]
+        if fresh:
+            paths = " ".join(shlex.quote(f"{PROTECTED}/{name}") for name in
+                             (STARTING_SOLUTION_DIR, ASSETS_DIR, *([SECRETS_FILE] if spec.secrets else [])))
+            steps.append(f"mkdir -p {PROTECTED}/{ASSETS_DIR} && chown -R root:protected {paths} && chmod -R u=rwX,g=rX,o= {paths}")
+            # Only what the session put there: a read-only assets mount must not be touched.
+            owned = " ".join(shlex.quote(f"{HOME}/{p.name}") for p in spec.workspace.iterdir() if p.name != ASSETS_DIR)
+            steps.append(f"chown agent:agent {HOME}" + (f" && chown -R agent:agent {owned}" if owned else ""))
+        # The capture daemon, detached from this command's output; the hooks only report to a
+        # running daemon, so wait (up to 2 s) for its pid file.
+        steps.append(f"(python3 {CAPTURE_PATH} serve </dev/null >/dev/null 2>&1 &) && i=0 && "
+                     "while [ $i -lt 40 ] && ! test -s /run/rebench-capture/capture.pid; do sleep 0.05; i=$((i+1)); done")
+        rc, out = container.exec_run(["sh", "-c", " && ".join(f"{{ {step}; }}" for step in steps)], user="root")
         if rc != 0:
-            raise RebenchError(f"setting up {PROTECTED} failed: {out.decode(errors='replace')}", kept="the container and the session folder")
-
-    @staticmethod
-    def _put(container: Any, folder: str, files: dict[str, tuple[bytes, int]]) -> None:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            for name, (data, mode) in files.items():
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                info.mode = mode
-                tar.addfile(info, io.BytesIO(data))
-        container.exec_run(["mkdir", "-p", folder], user="root")
-        container.put_archive(folder, buf.getvalue())
-
-    def _install_supervisor(self, container: Any) -> None:
-        """The command supervisor, and command capture: the root daemon and the shells' hooks."""
-        self._put(container, "/opt/rebench", {"supervise.py": (SUPERVISOR.read_bytes(), 0o755),
-                                              "capture.py": (DAEMON.read_bytes(), 0o755),
-                                              "poller.py": (POLLER.read_bytes(), 0o755)})
-        self._put(container, "/etc/profile.d", {"zz-rebench.sh": (HOOKS.read_bytes(), 0o644)})
-        container.exec_run(["sh", "-c", "grep -q zz-rebench /etc/bash.bashrc 2>/dev/null || "
-                            "echo '. /etc/profile.d/zz-rebench.sh' >> /etc/bash.bashrc; "
-                            f"mkdir -p {CAPTURE_TTY_DIR} && chmod 700 /var/log/rebench"], user="root")
-        container.exec_run(["python3", CAPTURE_PATH, "serve"], user="root", detach=True)
-        for _ in range(40):  # the hooks only report to a running daemon: wait for its FIFO
-            rc, _out = container.exec_run(["test", "-s", "/run/rebench-capture/capture.pid"], user="root")
-            if rc == 0:
-                break
-            time.sleep(0.05)
+            raise RebenchError(f"preparing the container failed: {out.decode(errors='replace')}",
+                               kept="the container and the session folder")
 
     def find_containers(self, session_id: str | None = None) -> list[Any]:
         label = f"{LABEL_SESSION}={session_id}" if session_id else f"{LABEL_MANAGED}=1"
@@ -500,7 +513,6 @@ class DockerRuntime(Runtime):
             container.start()
         # Idempotent: refreshes the supervisor and hooks, and starts the capture daemon and the
         # services if they are not running.
-        self._install_supervisor(container)
-        container.exec_run(["sh", "-c", f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}"], user="root")
+        self._setup(container, spec, fresh=False)
         self._start_services(container, spec)
         return DockerSandbox(self, container, spec)

@@ -37,6 +37,7 @@ DEFAULT_IGNORE: tuple[str, ...] = (
 TEXT_LIMIT = 256 * 1024  # files up to this size are diffed when they are text
 DIFF_LIMIT = 64 * 1024  # a diff longer than this is cut (the note says how much)
 HASH_LIMIT = 2 * 1024**3  # files above this are recorded by size and mtime only
+DEFERRED_LIMIT = 32 * 1024**2  # texts kept in memory between state saves before they are written out
 
 
 @dataclass(frozen=True)
@@ -142,8 +143,9 @@ class _Handler(FileSystemEventHandler):
 class FileWatcher:
     def __init__(self, root: Path, sink: Callable[[list[FileChange], int], None], state_path: Path,
                  ignore: tuple[str, ...] = DEFAULT_IGNORE, interval: float = 0.2,
-                 redact: Callable[[str], str] | None = None) -> None:
-        """``sink(changes, raw_event_count)`` records a batch; it is called from the watcher's thread."""
+                 redact: Callable[[str], str] | None = None, on_error: Callable[[Exception], None] | None = None) -> None:
+        """``sink(changes, raw_event_count)`` records a batch; it is called from the watcher's thread.
+        ``on_error`` hears of a batch that could not be recorded (a full disk); the watcher keeps going."""
         self.root = root.resolve()
         self.sink = sink
         self.state_path = state_path
@@ -153,13 +155,22 @@ class FileWatcher:
         self._q: "queue.Queue[tuple[str, str, str | None]]" = queue.Queue()
         self._known: dict[str, dict[str, Any]] = {}  # rel -> {size, mtime, sha256}
         self._blobs = state_path.parent / "blobs"  # small text files by sha256, for diffs across restarts
+        # While the watcher drains a burst, new versions' texts stay here (sha256 -> redacted text)
+        # and only the versions the saved state names are written to blobs/, when it is saved: a
+        # log appended to 1,000 times a second needs one blob a second, not 1,000 files.
+        self._defer_blobs = False
+        self._deferred: dict[str, str] = {}
+        self._deferred_bytes = 0
         self._observer: Any = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by stop() and flush(): drain now rather than at the next interval
         self._flushed = threading.Event()
         self._last_state_save = 0.0
         self.total_events = 0
         self.total_changes = 0
+        self.on_error = on_error
+        self.errors = 0
 
     # -- state ----------------------------------------------------------------------------
     def _rel(self, path: str) -> str | None:
@@ -181,10 +192,17 @@ class FileWatcher:
         if not force and now - self._last_state_save < 1.0:
             return
         self._last_state_save = now
-        fd, tmp = tempfile.mkstemp(prefix=".files.", dir=self.state_path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(self._known, fh)
-        os.replace(tmp, self.state_path)
+        self._write_deferred_blobs()  # before the state that names them
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".files.", dir=self.state_path.parent)
+        except OSError:
+            return  # a full or read-only disk: the state is a cache of the audit log; saved next time
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(self._known, fh)
+            os.replace(tmp, self.state_path)
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)
 
     def _load_state(self) -> dict[str, dict[str, Any]]:
         try:
@@ -195,16 +213,38 @@ class FileWatcher:
     def _blob_put(self, sha: str | None, text: str | None) -> None:
         if sha is None or text is None:
             return
+        if self._defer_blobs:
+            if sha not in self._deferred:
+                self._deferred[sha] = self.redact(text)
+                self._deferred_bytes += len(text)
+            return
+        self._blob_write(sha, self.redact(text))
+
+    def _write_deferred_blobs(self) -> None:
+        """Write the deferred texts of the versions the state names now; forget the others."""
+        current = {d.get("sha256") for d in self._known.values()}
+        for sha, text in self._deferred.items():
+            if sha in current:
+                self._blob_write(sha, text)
+        self._deferred.clear()
+        self._deferred_bytes = 0
+
+    def _blob_write(self, sha: str, redacted: str) -> None:
         path = self._blobs / sha[:2] / sha
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".part")
-            tmp.write_text(self.redact(text), encoding="utf-8")
-            os.replace(tmp, path)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp.write_text(redacted, encoding="utf-8")
+                os.replace(tmp, path)
+            except OSError:  # only later diffs lose their base; the change itself is still recorded
+                tmp.unlink(missing_ok=True)
 
     def _blob_get(self, sha: str | None) -> str | None:
         if sha is None:
             return None
+        if sha in self._deferred:
+            return self._deferred[sha]
         try:
             return (self._blobs / sha[:2] / sha).read_text(encoding="utf-8")
         except OSError:
@@ -286,23 +326,38 @@ class FileWatcher:
                     kind = "created"
                 merged[key] = (kind, drel or prev_dest, n + 1)
         changes: list[FileChange] = []
-        for rel in order:
-            kind, drel, n = merged[rel]
-            ch = self._change("moved" if drel else kind, rel, drel, events=n)
-            if ch is not None:
-                changes.append(ch)
+        self._defer_blobs = True
+        try:
+            for rel in order:
+                kind, drel, n = merged[rel]
+                ch = self._change("moved" if drel else kind, rel, drel, events=n)
+                if ch is not None:
+                    changes.append(ch)
+        finally:
+            self._defer_blobs = False
+        if self._deferred_bytes > DEFERRED_LIMIT:
+            self._write_deferred_blobs()
         self.total_events += len(raw)
         if changes:
             self.total_changes += len(changes)
             self.sink(changes, len(raw))
             self._save_state()
 
+    def _drain_reporting(self) -> None:
+        try:
+            self._drain()
+        except Exception as exc:  # noqa: BLE001 - the watcher must outlive a full disk; the rows wait in the log's queue
+            self.errors += 1
+            if self.on_error is not None:
+                self.on_error(exc)
+
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self._stop.wait(self.interval)
-            self._drain()
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            self._drain_reporting()
             self._flushed.set()
-        self._drain()
+        self._drain_reporting()
         self._save_state(force=True)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -348,6 +403,7 @@ class FileWatcher:
         time.sleep(0.05)  # let inotify deliver what the kernel already has
         while time.monotonic() < deadline:
             self._flushed.clear()
+            self._wake.set()  # drain now: a scoring waits on this
             if self._flushed.wait(timeout=max(0.0, deadline - time.monotonic())) and self._q.empty():
                 return
 
@@ -357,6 +413,7 @@ class FileWatcher:
             self._observer.join(timeout=5)
             self._observer = None
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None

@@ -156,6 +156,15 @@ class RemoteFileWatcher(FileWatcher):
                     return
                 self._cond.wait(left)
 
+    def reopen(self) -> None:
+        """End the current stream so the loop opens a fresh one (a full scan) on the live link.
+
+        Called when the link is restored: a stream opened before the loss may sit on a dead
+        connection that never errors, and nothing would be recorded until it did."""
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+
     def stop(self) -> None:
         self._stop.set()
         stream = self._stream

@@ -32,7 +32,7 @@ from ..scoring import Aggregation, Direction, ScoreResult, final_index, json_sco
 from ..secrets import Redactor
 from ..store import Store
 from ..trajectory import score_log
-from ..trajectory.audit import AuditLog, read_entries
+from ..trajectory.audit import AuditLog, AuditWriteError, read_entries
 from ..trajectory.entries import INT32_MAX, log
 from .commands import CommandCollector
 from ..hashing import sha256_file
@@ -104,6 +104,7 @@ class Session:
                           if (note := self.journal.recover(folder / STATE / name)) is not None]
         self.link: LinkMonitor | None = None
         self.link_interval = 2.0
+        self._score_log_backlog: list[tuple[float, float, dict[str, Any], dict[str, Any]]] = []
 
     @property
     def link_up(self) -> bool:
@@ -298,7 +299,8 @@ class Session:
                                                  trouble=self._link_trouble)
             else:
                 self.watcher = FileWatcher(self.workspace, self._record_files, self.folder / STATE / FILES_STATE,
-                                           ignore=self.ignore, interval=interval, redact=redact)
+                                           ignore=self.ignore, interval=interval, redact=redact,
+                                           on_error=lambda exc: self._emit("error", f"recording file changes failed: {exc}"))
             self.watcher.start()
         return self.watcher
 
@@ -331,6 +333,8 @@ class Session:
                               {"event": "link_restored", "host": host, "outage_s": round(outage_s, 3), "attempts": attempts},
                               title="link"))
         self._emit("link_restored", outage_s)
+        if isinstance(self.watcher, RemoteFileWatcher):
+            self.watcher.reopen()
         self.collect_commands()
 
     # -- commands ---------------------------------------------------------------------------
@@ -379,7 +383,8 @@ class Session:
             self.collect_commands()
 
     def _record_files(self, changes: list[FileChange], raw_events: int) -> None:
-        self.audit.append_many([log(ch.summary(), ch.record(), title="file") for ch in changes])
+        # interleave: a key press that records a row waits for one chunk of a flood, not for all of it
+        self.audit.append_many([log(ch.summary(), ch.record(), title="file") for ch in changes], interleave=True)
         self._emit("files", (changes, raw_events))
 
     def _commit_files(self, changes: list[FileChange], raw_events: int, state: dict[str, Any]) -> None:
@@ -455,6 +460,18 @@ class Session:
                                    fix="score again once the status line says the link is back")
             if self.watcher is not None:
                 self.watcher.flush(timeout=2.0)  # file changes made before the key press are recorded before it
+            if self._score_log_backlog:
+                self.audit.flush()  # a full disk held rows back: they go first, or this scoring waits
+                self._flush_score_log()
+            links = self._links_out()
+            if links:
+                names = ", ".join(link for link, _target in links[:5])
+                self.audit.append(log(f"scoring refused: {len(links)} link(s) in the workspace lead into the protected area: {names}",
+                                      {"event": "score_refused", "links": links}, title="score"))
+                raise SessionError(f"scoring refused: {len(links)} symbolic link(s) in your files lead where the scorer's "
+                                   f"held-out data is ({names}); the scorer runs as root and would follow them",
+                                   kept="every record; the scorer did not run",
+                                   fix="replace those links with ordinary files (copy what you need), then score again")
             reservation = self.audit.reserve()
             argv = [self.sandbox.python, f"{self.sandbox.protected}/{self.env.manifest.score.scorer}"]
             try:
@@ -471,14 +488,27 @@ class Session:
                                                                                           "duration_s": result.duration_s}, title="score"))
                 return None
             parsed = self._redacted(parse_scorer_output(result.stdout, result.stderr, result.exit_code, timed_out=result.timed_out))
+            late = self._links_out()
+            if late:  # made while the scorer ran: what it printed may hold what they point at; none of it is kept
+                parsed = ScoreResult(math.nan, {"error": "links into the protected area appeared during scoring; the result "
+                                                         "is withheld: " + ", ".join(link for link, _t in late[:5])},
+                                     {"withheld": True, "links": late, "exit_code": result.exit_code})
             details = {**parsed.details, "duration_s": round(result.duration_s, 3), "final": final}
             if result.timed_out:
                 details["timeout_s"] = self.profile.score_timeout
-            row = self.audit.fill(reservation, {"type": "intermediateScore", "score": json_score(parsed.score),
-                                                "message": parsed.message, "details": details})
-            score_log.append(self.folder / SCORE_LOG, row["calledAt"] / 1000, parsed.score, parsed.message, details)
-            record = ScoreRecord(len(self.history) + 1, row["calledAt"], (reservation[1] or 0.0), parsed.score,
+            record = ScoreRecord(len(self.history) + 1, reservation[0], (reservation[1] or 0.0), parsed.score,
                                  self._normalize(parsed.score), parsed.message, details, result.duration_s)
+            try:
+                self.audit.fill(reservation, {"type": "intermediateScore", "score": json_score(parsed.score),
+                                              "message": parsed.message, "details": details})
+            except AuditWriteError:
+                # The row waits in the log's queue and is written by the next successful write; its
+                # score-log row waits here, so the two logs keep agreeing.
+                self.history.append(record)
+                self._score_log_backlog.append((reservation[0] / 1000, parsed.score, parsed.message, details))
+                raise
+            self._score_log_backlog.append((reservation[0] / 1000, parsed.score, parsed.message, details))
+            self._flush_score_log()
             self.history.append(record)
             if self.store is not None:
                 self.store.add_score(self.id, record.attempt, record.called_at_ms, record.working_s, record.score,
@@ -488,6 +518,17 @@ class Session:
             return record
         finally:
             self._score_lock.release()
+
+    def _flush_score_log(self) -> None:
+        """Write score-log rows still waiting (a full disk held them back), oldest first."""
+        while self._score_log_backlog:
+            score_log.append(self.folder / SCORE_LOG, *self._score_log_backlog[0])
+            self._score_log_backlog.pop(0)
+
+    def _links_out(self) -> list[list[str]]:
+        """Links in the workspace into what only the scorer may read (isolated sandboxes; none elsewhere)."""
+        forbidden = getattr(self.sandbox, "forbidden_link_targets", ())
+        return self.sandbox.links_into(forbidden) if self.sandbox.isolated and forbidden else []
 
     def _redacted(self, r: ScoreResult) -> ScoreResult:
         """A scorer that prints a secret (a service's key in a traceback) must not put it in the record."""
@@ -541,9 +582,11 @@ class Session:
             try:
                 fresh = self.folder / STATE / "home-sync"
                 shutil.rmtree(fresh, ignore_errors=True)
-                self.sandbox.sync_home(fresh, self.ignore)
+                skipped = self.sandbox.sync_home(fresh, self.ignore)
                 shutil.rmtree(self.workspace, ignore_errors=True)
                 fresh.rename(self.workspace)
+                if skipped:
+                    sync_note = f"{len(skipped)} entr(ies) of the remote home not copied as unsafe: " + "; ".join(skipped[:20])
             except Exception as exc:  # noqa: BLE001 - the finish is recorded all the same, with what is here
                 sync_note = f"the home could not be copied from {self.sandbox.host} ({exc}); hashes are of the local copy"
         files = {SCORE_LOG: sha256_file(self.folder / SCORE_LOG)}
@@ -585,6 +628,9 @@ class Session:
             else:
                 self.audit.append(log("app closed; the clock keeps running (the participant chose so)",
                                       {"event": "app_closed", "clock_running": True}, title="session"))
+        if self._score_log_backlog:
+            self.audit.flush()
+            self._flush_score_log()
         self._save()
         self._index()
         self.lock.release()

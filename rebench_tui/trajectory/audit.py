@@ -11,6 +11,15 @@ for the first row, ``sha256("rebench-audit:<runId>")``) and, last on its line, `
 sha256 of the line's own bytes up to and including ``,"hash":"``. Any changed byte, deleted
 row or swapped pair breaks the chain (:mod:`rebench_tui.trajectory.verify` finds where).
 Rows waiting in the side journal are chained when they move into the log.
+
+Group commit: a row is chained and queued under the log's lock (so file order, ``calledAt``
+order and the chain agree), then its writer waits until it is durable. The first waiter that
+finds no write under way writes everything queued so far with one ``write`` and one ``fsync``
+and wakes the others; rows queued meanwhile go in the next batch. Concurrent writers (the file
+watcher, the command collector, the clock, a scoring) share fsyncs instead of taking turns, and
+no call returns before its own row is on disk. If a write fails (a full disk), the file is cut
+back to its last whole line, the batch stays queued in order for the next try, and the writers
+of that batch get the error.
 """
 
 from __future__ import annotations
@@ -18,17 +27,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 from pydantic import BaseModel
 
 from ..clock import Clock
+from ..errors import RebenchError
 from .entries import MAX_INDEX, TraceEntry, content_dict
 
 UsageFn = Callable[[], float | None]
+CHUNK = 64  # rows queued per turn of the lock by append_many(interleave=True)
 HASH_KEY = ',"hash":"'
 
 
@@ -39,16 +52,37 @@ def genesis_hash(run_id: int) -> str:
 Redact = Callable[[str], str]
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(text: str) -> str:
+    """JSON text with lone surrogates (a file name that is not UTF-8, decoded by the OS layer with
+    surrogateescape) written as ``\\udcXX`` escapes: valid JSON and UTF-8, and it reads back the same."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class AuditWriteError(RebenchError):
+    """The audit log could not be written (a full disk, a read-only folder)."""
+
+
 def chain_line(row: dict[str, Any], prev_hash: str, redact: Redact | None = None) -> tuple[str, str]:
     """Serialize a row with ``prevHash`` and a trailing ``hash`` of the line's own bytes."""
+    line, digest, _redacted = _chain(row, prev_hash, redact)
+    return line, digest
+
+
+def _chain(row: dict[str, Any], prev_hash: str, redact: Redact | None) -> tuple[str, str, bool]:
+    """:func:`chain_line`, also saying whether redaction changed the text."""
     body = {k: v for k, v in row.items() if k not in ("prevHash", "hash")}
     body["prevHash"] = prev_hash
-    text = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    text = escape_surrogates(json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+    redacted = False
     if redact is not None:
-        text = redact(text)  # secret values never reach the file (the hash covers the redacted bytes)
+        clean = redact(text)  # secret values never reach the file (the hash covers the redacted bytes)
+        redacted, text = clean != text, clean
     prefix = text[:-1] + HASH_KEY
     digest = hashlib.sha256(prefix.encode("utf-8")).hexdigest()
-    return prefix + digest + '"}\n', digest
+    return prefix + digest + '"}\n', digest, redacted
 
 
 def line_hash(line: str) -> tuple[str | None, str | None]:
@@ -72,6 +106,27 @@ def _fsync_append(path: Path, lines: list[str]) -> None:
         os.fsync(fh.fileno())
 
 
+def _write_durably(path: Path, data: bytes) -> None:
+    """Append ``data`` and fsync; on failure cut the file back to where it was, then raise."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException:
+            try:  # no half line may stay behind for the retry to append to
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(fd)
+
+
 def read_entries(path: Path) -> list[dict[str, Any]]:
     """Every row of an audit log as plain dicts (no validation)."""
     if not path.exists():
@@ -93,23 +148,89 @@ class AuditLog:
         self._open: set[int] = set()
         self._last_called = 0
         self._last_hash = genesis_hash(run_id)
-        self.count = 0
+        self.count = 0  # rows in the log, counting rows queued for the next group commit
+        # Group commit state, guarded by _cond (taken inside _lock, never the other way round).
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[str] = []  # chained lines not yet written
+        self._queued = 0  # sequence number of the last line queued
+        self._durable = 0  # sequence number of the last line fsynced
+        self._writing = False
+        self._arriving = 0  # writers inside append/append_many that have not queued their rows yet
+        self.batches = 0  # group commits done (one write and one fsync each)
         for row in read_entries(path):
             self._last_called = max(self._last_called, int(row["calledAt"]))
             self._last_hash = row.get("hash", self._last_hash)
             self.count += 1
         self._merge_pending()
 
-    def _commit(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Chain and append rows to the log with one fsync; returns them with their hashes."""
+    def _enqueue(self, rows: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
+        """Chain rows and queue them for the next group commit (caller holds ``_lock``);
+        returns the sequence number to wait for and the rows as written (with their hashes)."""
         lines = []
         written = []
         for row in rows:
-            line, self._last_hash = chain_line(row, self._last_hash, self._redact)
-            written.append(json.loads(line))
+            prev = self._last_hash
+            line, self._last_hash, redacted = _chain(row, prev, self._redact)
             lines.append(line)
-        _fsync_append(self.path, lines)
+            # the row as the file has it: parsed back only where redaction changed it
+            written.append(json.loads(line) if redacted else {**row, "prevHash": prev, "hash": self._last_hash})
+        with self._cond:
+            self._queue.extend(lines)
+            self._queued += len(lines)
+            seq = self._queued
         self.count += len(lines)
+        return seq, written
+
+    def _wait_durable(self, seq: int) -> None:
+        """Return once line ``seq`` is fsynced, writing the queue ourselves when no one else is."""
+        while True:
+            with self._cond:
+                while self._writing and self._durable < seq:
+                    self._cond.wait()
+                if self._durable >= seq:
+                    return
+                self._writing = True
+                gather = self._arriving > 0
+            if gather:
+                time.sleep(0)  # writers about to queue a row join this batch instead of waiting for the next
+            with self._cond:
+                batch, self._queue = self._queue, []
+                upto = self._queued
+            try:
+                _write_durably(self.path, "".join(batch).encode("utf-8"))
+            except BaseException as exc:
+                with self._cond:
+                    self._queue[:0] = batch  # kept, in order, for the next try
+                    self._writing = False
+                    self._cond.notify_all()
+                if isinstance(exc, OSError):
+                    raise AuditWriteError(
+                        f"the audit log {self.path} could not be written: {exc.strerror or exc}",
+                        kept=f"every row written before (the log was cut back to its last whole line); "
+                             f"{len(batch)} new row(s) wait in memory and are written by the next successful write",
+                        fix="free disk space or make the session folder writable, then keep working (the next record "
+                            "retries); do not quit before a write succeeds, or the waiting rows are lost") from exc
+                raise
+            with self._cond:
+                self._durable = upto
+                self._writing = False
+                self.batches += 1
+                self._cond.notify_all()
+
+    def _arrive(self, n: int) -> None:
+        with self._cond:
+            self._arriving += n
+
+    def flush(self) -> None:
+        """Wait until every row queued so far is durable."""
+        with self._cond:
+            seq = self._queued
+        self._wait_durable(seq)
+
+    def _commit(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Chain and append rows durably (caller holds ``_lock``); returns them with their hashes."""
+        seq, written = self._enqueue(rows)
+        self._wait_durable(seq)
         return written
 
     # -- time ---------------------------------------------------------------------------
@@ -133,29 +254,49 @@ class AuditLog:
         return entry
 
     def _plain(self, row: dict[str, Any]) -> str:
-        text = json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = escape_surrogates(json.dumps(row, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
         return (self._redact(text) if self._redact is not None else text) + "\n"
 
     # -- writing ------------------------------------------------------------------------
     def append(self, content: BaseModel | dict[str, Any]) -> dict[str, Any]:
         """Write one row durably; returns it. Goes to the side journal while a reservation is open."""
-        with self._lock:
-            row = self._row(content, self._next_called_at(), self._usage())
-            if self._open:
-                _fsync_append(self.pending_path, [self._plain(row)])
-                return row
-            return self._commit([row])[0]
+        self._arrive(1)
+        try:
+            with self._lock:
+                row = self._row(content, self._next_called_at(), self._usage())
+                if self._open:
+                    _fsync_append(self.pending_path, [self._plain(row)])
+                    return row
+                seq, written = self._enqueue([row])
+        finally:
+            self._arrive(-1)
+        self._wait_durable(seq)  # outside the lock: other writers queue rows into this batch meanwhile
+        return written[0]
 
-    def append_many(self, contents: list[BaseModel | dict[str, Any]]) -> int:
-        """Write several rows with one fsync (a burst of file events)."""
-        with self._lock:
-            usage = self._usage()
-            rows = [self._row(c, self._next_called_at(), usage) for c in contents]
-            if self._open:
-                _fsync_append(self.pending_path, [self._plain(r) for r in rows])
-            else:
-                self._commit(rows)
-            return len(rows)
+    def append_many(self, contents: list[BaseModel | dict[str, Any]], *, interleave: bool = False) -> int:
+        """Write several rows with one fsync (a burst of file events).
+
+        The rows are consecutive in the log unless ``interleave``: then they are queued in chunks
+        of ``CHUNK``, and the log's lock is let go between chunks, so a writer that waits for it
+        (a key press on the screen's thread) waits for one chunk, not for a burst of thousands.
+        Either way the call returns once all its rows are durable."""
+        step = CHUNK if interleave else max(1, len(contents))
+        seq = 0
+        for at in range(0, len(contents), step):
+            self._arrive(1)
+            try:
+                with self._lock:
+                    usage = self._usage()
+                    rows = [self._row(c, self._next_called_at(), usage) for c in contents[at:at + step]]
+                    if self._open:
+                        _fsync_append(self.pending_path, [self._plain(r) for r in rows])
+                        continue
+                    seq, _rows = self._enqueue(rows)
+            finally:
+                self._arrive(-1)
+        if seq:
+            self._wait_durable(seq)
+        return len(contents)
 
     def reserve(self) -> tuple[int, float | None]:
         """Reserve a ``calledAt`` for a row written later; returns (calledAt, working seconds then)."""

@@ -85,7 +85,8 @@ async def test_link_cut_for_ten_seconds_and_restored(fixture_catalog, remote_run
             sshd.start()
             assert await wait_for(pilot, lambda: not status.has_class("link-down"), limit=40)
             assert "LINK DOWN" not in str(status.render())
-            assert await wait_for(pilot, lambda: file_rows(read_entries(s.folder / "audit.jsonl"), "made_offline.txt"))
+            assert await wait_for(pilot, lambda: file_rows(read_entries(s.folder / "audit.jsonl"), "made_offline.txt")), (
+                f"streams {s.watcher.streams}, scans {s.watcher.scans}, losses {s.link.losses}, last error {s.link.last_error}")
             assert await wait_for(pilot, lambda: any(
                 c == "echo typed-offline" for c, _ in commands(read_entries(s.folder / "audit.jsonl"))))
             await pilot.press("s")
