@@ -41,6 +41,8 @@ class ExecResult:
     duration_s: float
     timed_out: bool = False
     cancelled: bool = False
+    refused_links: list[list[str]] = field(default_factory=list)  # guarded runs: found before; the command did not run
+    late_links: list[list[str]] = field(default_factory=list)     # guarded runs: found after the command
 
     @property
     def ok(self) -> bool:
@@ -92,8 +94,13 @@ class Sandbox(ABC):
         timeout: float | None = None,
         on_output: OutputFn | None = None,
         cancel: threading.Event | None = None,
+        guard_links: bool = False,
     ) -> ExecResult:
-        """Run ``argv`` to completion (or timeout/cancel, which kill its whole process group)."""
+        """Run ``argv`` to completion (or timeout/cancel, which kill its whole process group).
+
+        ``guard_links``: in the same exec, look for links from the home into what only the scorer
+        may read, before the command (found: it does not run; ``refused_links``) and after it
+        (``late_links``). Only isolated sandboxes have such targets; elsewhere it does nothing."""
 
     @abstractmethod
     def copy_in(self, src: Path, dest: str) -> None:
@@ -132,21 +139,6 @@ class Sandbox(ABC):
 
     supervisor: str = str(SUPERVISOR)  # the command supervisor's path as the sandbox sees it
 
-    def links_into(self, forbidden: Sequence[str]) -> list[list[str]]:
-        """Symlinks in the home that resolve into ``forbidden`` paths, as ``[link, target]`` pairs,
-        found by root (a root scorer must not follow them). [] when the check itself cannot run."""
-        argv = [self.python, self.supervisor, "links", "--root", self.home]
-        for path in forbidden:
-            argv += ["--forbid", path]
-        result = self.exec(argv, user="root", timeout=120)
-        if not result.ok:
-            return []
-        try:
-            found = json.loads(result.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            return []
-        return [list(map(str, pair)) for pair in found if isinstance(pair, list) and len(pair) == 2]
-
     @abstractmethod
     def is_running(self) -> bool: ...
 
@@ -176,8 +168,12 @@ class Runtime(ABC):
 
 
 def supervisor_argv(python: str, supervisor: str, token: str, argv: Sequence[str], *, user: str | None,
-                    workdir: str | None, timeout: float | None, state_dir: str) -> list[str]:
+                    workdir: str | None, timeout: float | None, state_dir: str,
+                    guard: tuple[str, Sequence[str]] | None = None) -> list[str]:
     cmd = [python, supervisor, "run", "--token", token, "--state-dir", state_dir]
+    if guard is not None:
+        root, forbid = guard
+        cmd += ["--guard-links", root, *[a for path in forbid for a in ("--forbid", path)]]
     if user:
         cmd += ["--user", user]
     if workdir:
@@ -263,4 +259,6 @@ class StatusFilter:
             duration_s=float(st.get("duration_s", duration_s)),
             timed_out=bool(st.get("timed_out", False)),
             cancelled=bool(st.get("cancelled", False)),
+            refused_links=[list(map(str, x)) for x in st.get("refused_links") or []],
+            late_links=[list(map(str, x)) for x in st.get("late_links") or []],
         )

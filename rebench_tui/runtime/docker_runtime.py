@@ -131,10 +131,12 @@ class DockerSandbox(Sandbox):
                 return extract_safely(tar, dest)
 
     def exec(self, argv: Sequence[str], *, user: str = "agent", workdir: str | None = None, env: dict[str, str] | None = None,
-             timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None) -> ExecResult:
+             timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None,
+             guard_links: bool = False) -> ExecResult:
         token = uuid.uuid4().hex
         cmd = supervisor_argv(self.python, SUPERVISOR_PATH, token, argv, user=user, workdir=workdir or HOME,
-                              timeout=timeout, state_dir=STATE_DIR)
+                              timeout=timeout, state_dir=STATE_DIR,
+                              guard=(HOME, self.forbidden_link_targets) if guard_links else None)
         started = time.monotonic()
         exec_id = self.api.exec_create(self.container.id, cmd, user="root", environment=env or {}, stdout=True, stderr=True)["Id"]
         sink = StatusFilter(on_output)

@@ -54,7 +54,8 @@ class LocalSandbox(Sandbox):
         return env
 
     def exec(self, argv: Sequence[str], *, user: str = "agent", workdir: str | None = None, env: dict[str, str] | None = None,
-             timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None) -> ExecResult:
+             timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None,
+             guard_links: bool = False) -> ExecResult:
         token = uuid.uuid4().hex
         full_env = self._base_env()
         full_env.update(env or {})

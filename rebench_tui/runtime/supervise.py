@@ -62,12 +62,11 @@ def pwd_uid(spec: str) -> int:
     return int(name) if name.isdigit() else pwd.getpwnam(name).pw_uid
 
 
-def links(args: argparse.Namespace) -> int:
-    """Print, as one JSON list, every symlink below ``--root`` that resolves into a ``--forbid`` path:
-    ``[[link, target], ...]`` (a root scorer must not follow a participant's link into held-out data)."""
-    forbid = [os.path.realpath(p) for p in args.forbid]
+def find_links(root: str, forbid_paths: list[str]) -> list[list[str]]:
+    """Every symlink below ``root`` that resolves into a ``forbid_paths`` path, as ``[link, target]``."""
+    forbid = [os.path.realpath(p) for p in forbid_paths]
     found = []
-    for dirpath, dirnames, filenames in os.walk(args.root):  # never follows links into folders
+    for dirpath, dirnames, filenames in os.walk(root):  # never follows links into folders
         for name in dirnames + filenames:
             path = os.path.join(dirpath, name)
             if not os.path.islink(path):
@@ -75,7 +74,13 @@ def links(args: argparse.Namespace) -> int:
             target = os.path.realpath(path)
             if any(target == f or target.startswith(f.rstrip("/") + "/") for f in forbid):
                 found.append([path, target])
-    sys.stdout.write(json.dumps(found) + "\n")
+    return found
+
+
+def links(args: argparse.Namespace) -> int:
+    """Print, as one JSON list, every symlink below ``--root`` that resolves into a ``--forbid`` path:
+    ``[[link, target], ...]`` (a root scorer must not follow a participant's link into held-out data)."""
+    sys.stdout.write(json.dumps(find_links(args.root, args.forbid)) + "\n")
     return 0
 
 
@@ -113,6 +118,13 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    # --guard-links: links from the home into --forbid paths are looked for here, in the same exec,
+    # before the command (found: it does not run) and after it (found: its output is not to be kept).
+    refused = find_links(args.guard_links, args.forbid) if args.guard_links else []
+    if refused:
+        status.update({"returncode": 126, "refused_links": refused, "duration_s": 0.0})
+        sys.stderr.write("\x1erebench-exec " + json.dumps(status) + "\n")
+        return 0
     try:
         proc = subprocess.Popen(args.argv, cwd=args.cwd or None, env=env, start_new_session=True, preexec_fn=preexec)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -141,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
     if private_tmp is not None:
         shutil.rmtree(private_tmp, ignore_errors=True)
     status["duration_s"] = round(time.monotonic() - started, 6)
+    if args.guard_links:
+        status["late_links"] = find_links(args.guard_links, args.forbid)
     sys.stdout.flush()
     sys.stderr.write("\x1erebench-exec " + json.dumps(status) + "\n")
     sys.stderr.flush()
@@ -167,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--user")
     r.add_argument("--cwd")
     r.add_argument("--timeout", type=float)
+    r.add_argument("--guard-links", help="refuse to run while links below this folder lead into a --forbid path")
+    r.add_argument("--forbid", action="append", default=[])
     r.add_argument("argv", nargs="+")
     c = sub.add_parser("cancel")
     c.add_argument("--token", required=True)

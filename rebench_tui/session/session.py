@@ -463,32 +463,34 @@ class Session:
             if self._score_log_backlog:
                 self.audit.flush()  # a full disk held rows back: they go first, or this scoring waits
                 self._flush_score_log()
-            links = self._links_out()
-            if links:
-                names = ", ".join(link for link, _target in links[:5])
-                self.audit.append(log(f"scoring refused: {len(links)} link(s) in the workspace lead into the protected area: {names}",
-                                      {"event": "score_refused", "links": links}, title="score"))
-                raise SessionError(f"scoring refused: {len(links)} symbolic link(s) in your files lead where the scorer's "
-                                   f"held-out data is ({names}); the scorer runs as root and would follow them",
-                                   kept="every record; the scorer did not run",
-                                   fix="replace those links with ordinary files (copy what you need), then score again")
             reservation = self.audit.reserve()
             argv = [self.sandbox.python, f"{self.sandbox.protected}/{self.env.manifest.score.scorer}"]
             try:
+                # Links into the protected area are looked for in the scorer's own exec, before and after it.
                 result = self.sandbox.exec(argv, user=self.env.manifest.score.user, timeout=self.profile.score_timeout,
-                                           cancel=cancel, on_output=on_output, workdir=self.sandbox.home)
+                                           cancel=cancel, on_output=on_output, workdir=self.sandbox.home,
+                                           guard_links=self._guard_links)
             except Exception as exc:  # noqa: BLE001 - recorded, then raised as a readable error
                 self.audit.fill(reservation, {"type": "error", "from": "server", "detail": f"scoring could not run: {exc}",
                                               "trace": None, "extra": None})
                 self._emit("error", str(exc))
                 raise RebenchError(f"scoring could not run: {exc}", kept="every earlier record",
                                    fix="check the container (`rebench-tui doctor`), then score again") from exc
+            if result.refused_links:
+                links = result.refused_links
+                names = ", ".join(link for link, _target in links[:5])
+                self.audit.fill(reservation, log(f"scoring refused: {len(links)} link(s) in the workspace lead into the protected "
+                                                 f"area: {names}", {"event": "score_refused", "links": links}, title="score"))
+                raise SessionError(f"scoring refused: {len(links)} symbolic link(s) in your files lead where the scorer's "
+                                   f"held-out data is ({names}); the scorer runs as root and would follow them",
+                                   kept="every record; the scorer did not run",
+                                   fix="replace those links with ordinary files (copy what you need), then score again")
             if result.cancelled:
                 self.audit.fill(reservation, log("scoring cancelled by the participant", {"event": "score_cancelled",
                                                                                           "duration_s": result.duration_s}, title="score"))
                 return None
             parsed = self._redacted(parse_scorer_output(result.stdout, result.stderr, result.exit_code, timed_out=result.timed_out))
-            late = self._links_out()
+            late = result.late_links
             if late:  # made while the scorer ran: what it printed may hold what they point at; none of it is kept
                 parsed = ScoreResult(math.nan, {"error": "links into the protected area appeared during scoring; the result "
                                                          "is withheld: " + ", ".join(link for link, _t in late[:5])},
@@ -525,10 +527,10 @@ class Session:
             score_log.append(self.folder / SCORE_LOG, *self._score_log_backlog[0])
             self._score_log_backlog.pop(0)
 
-    def _links_out(self) -> list[list[str]]:
-        """Links in the workspace into what only the scorer may read (isolated sandboxes; none elsewhere)."""
-        forbidden = getattr(self.sandbox, "forbidden_link_targets", ())
-        return self.sandbox.links_into(forbidden) if self.sandbox.isolated and forbidden else []
+    @property
+    def _guard_links(self) -> bool:
+        """Whether scoring looks for links into what only the scorer may read (isolated sandboxes)."""
+        return bool(self.sandbox.isolated and getattr(self.sandbox, "forbidden_link_targets", ()))
 
     def _redacted(self, r: ScoreResult) -> ScoreResult:
         """A scorer that prints a secret (a service's key in a traceback) must not put it in the record."""

@@ -99,3 +99,44 @@ def test_status_filter_keeps_only_a_tail():
     f.finish()
     assert f.text("stdout").endswith("6789abcdef")
     assert "6 earlier bytes not kept" in f.text("stdout")
+
+
+def _guarded(tmp_path, script: str):
+    """The supervisor's run verb with --guard-links, as a container's exec runs it."""
+    import subprocess
+    import sys
+
+    from rebench_tui.runtime.base import SUPERVISOR, supervisor_argv
+
+    home, secret = tmp_path / "home", tmp_path / "protected"
+    home.mkdir(exist_ok=True)
+    secret.mkdir(exist_ok=True)
+    (secret / "answers.txt").write_text("held-out")
+    argv = supervisor_argv(sys.executable, str(SUPERVISOR), "tok", ["sh", "-c", script], user=None, workdir=str(home),
+                           timeout=30, state_dir=str(tmp_path / "state"), guard=(str(home), [str(secret)]))
+    p = subprocess.run(argv, capture_output=True)
+    sink = StatusFilter(None)
+    sink.feed("stdout", p.stdout)
+    sink.feed("stderr", p.stderr)
+    sink.finish()
+    return home, secret, sink.result(p.returncode, 0.0)
+
+
+def test_a_guarded_run_refuses_while_a_link_leads_into_a_forbidden_folder(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "peek").symlink_to(tmp_path / "protected" / "answers.txt")
+    home, _secret, r = _guarded(tmp_path, "touch ran")
+    assert r.refused_links == [[str(home / "peek"), str(tmp_path / "protected" / "answers.txt")]]
+    assert not (home / "ran").exists() and r.exit_code == 126
+
+
+def test_a_guarded_run_reports_links_made_while_it_ran(tmp_path):
+    home, secret, r = _guarded(tmp_path, f"touch ran && ln -s {tmp_path / 'protected'} sneaky")
+    assert (home / "ran").exists() and r.exit_code == 0 and r.refused_links == []
+    assert r.late_links == [[str(home / "sneaky"), str(secret)]]
+
+
+def test_a_guarded_run_without_links_reports_none(tmp_path):
+    _home, _secret, r = _guarded(tmp_path, "echo fine")
+    assert r.ok and r.stdout == "fine\n" and r.refused_links == [] and r.late_links == []
