@@ -105,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
             os.umask(0o077)
             private_tmp = tempfile.mkdtemp(prefix="rebench-root-")
             env.update({"TMPDIR": private_tmp, "TMP": private_tmp, "TEMP": private_tmp})
+            # A root scorer importing the participant's code must not leave root-owned __pycache__
+            # folders in their home (they could neither write into nor remove them).
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
     started = time.monotonic()
     status = {"returncode": 127, "timed_out": False, "cancelled": False}
     cancelled = {"flag": False}

@@ -140,3 +140,19 @@ def test_a_guarded_run_reports_links_made_while_it_ran(tmp_path):
 def test_a_guarded_run_without_links_reports_none(tmp_path):
     _home, _secret, r = _guarded(tmp_path, "echo fine")
     assert r.ok and r.stdout == "fine\n" and r.refused_links == [] and r.late_links == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the supervisor only changes a root command's environment when run as root")
+def test_a_root_command_gets_a_private_tmpdir_and_writes_no_bytecode(tmp_path):
+    import subprocess
+    import sys
+
+    from rebench_tui.runtime.base import SUPERVISOR, supervisor_argv
+
+    script = "import os, stat; t = os.environ['TMPDIR']; print(os.environ.get('PYTHONDONTWRITEBYTECODE'), oct(stat.S_IMODE(os.stat(t).st_mode)), t)"
+    argv = supervisor_argv(sys.executable, str(SUPERVISOR), "tok", [sys.executable, "-c", script], user="root", workdir=str(tmp_path),
+                           timeout=30, state_dir=str(tmp_path / "state"))
+    p = subprocess.run(argv, capture_output=True, text=True)
+    flag, mode, tmpdir = p.stdout.split()
+    assert (flag, mode) == ("1", "0o700")
+    assert not os.path.exists(tmpdir)  # removed afterwards

@@ -294,7 +294,9 @@ def main() -> None:
                                    "traceback": traceback.format_exc()[-3000:]})
     details["n_problems"] = len(problems)
 
-    work = tempfile.mkdtemp(prefix="rcc-score-")
+    # Under /tmp itself, not $TMPDIR: the supervisor gives root commands a private 0700 TMPDIR,
+    # which the scaffold (run as agent) and the programs (run as nobody) could not traverse.
+    work = tempfile.mkdtemp(prefix="rcc-score-", dir="/tmp")
     os.chmod(work, 0o711)  # the scaffold's and the programs' own folders below are theirs, 0700
     try:
         score, message = score_scaffold(problems, harness, home, profile, url, cfg, scaffold_user, program_user, work,
