@@ -264,22 +264,13 @@ def stop(session_id: str, remove: bool, sessions_dir: Path | None) -> None:
 
 def _copy_home(container, dest: Path) -> list[str]:
     """Copy a container's home into ``dest``; returns what was skipped as unsafe (links out, devices)."""
-    import tarfile
-    import tempfile
-
-    from .errors import RebenchError as _E
-    from .runtime.safe_tar import extract_safely
+    from .runtime.safe_tar import extract_stream
 
     try:
         stream, _ = container.get_archive("/home/agent")
-        with tempfile.TemporaryFile() as tmp:
-            for chunk in stream:
-                tmp.write(chunk)
-            tmp.seek(0)
-            with tarfile.open(fileobj=tmp) as tar:
-                return extract_safely(tar, dest)
+        return extract_stream(stream, dest)
     except Exception as exc:  # noqa: BLE001 - refuse to remove what could not be kept
-        raise _E(f"could not copy the home of {container.name} before removing it: {exc}",
+        raise RebenchError(f"could not copy the home of {container.name} before removing it: {exc}",
                  kept="the container (stopped) and its volume", fix="retry when the host answers, or copy it by hand with `docker cp`") from None
 
 
@@ -427,7 +418,7 @@ def hosts_cmd(env_id: str | None) -> None:
             continue
         gpus = rt.gpu_inventory()
         free = sum(g.free for g in gpus)
-        fit = workstation.host_fit(rt, need) if env else None
+        fit = workstation.host_fit(rt, need, gpus) if env else None
         t.add_row(h.label, h.url, "[green]answers[/green]", f"{free} of {len(gpus)}" if gpus else "no GPUs",
                   *([("yes" if fit is None else f"no: {fit}")] if env else []), h.note)
     out.print(t)

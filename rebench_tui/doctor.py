@@ -11,12 +11,13 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Literal
 from urllib.parse import urlsplit
 
-from .assets import AssetStore, prepare_command
+from .assets import AssetStatus, AssetStore, prepare_command
 from .catalog import Environment, Profile
 from .config import Settings
 from .errors import RebenchError
@@ -201,7 +202,7 @@ class Doctor:
         if recipe is None:
             self.add("base image", "fail", f"no recipe {name!r} in {self.settings.images / 'images.toml'}", "correct the manifest's base_image")
             return
-        if rt.builder(lambda _m: None)._image(recipe.tag) is not None:
+        if rt.has_image(recipe.tag):
             self.add("base image", "ok", f"{recipe.tag} is built on the engine")
         else:
             self.add("base image", "warn", f"{recipe.tag} is not built yet; `start` builds it first (minutes)",
@@ -246,21 +247,26 @@ class Doctor:
             self.add("clock skew", "fail" if abs(skew) > SKEW_FAIL_S else "warn",
                      detail + "; working time is kept on this machine, but the host's file and command times will disagree", fix)
 
+    @cached_property
+    def _asset_status(self) -> AssetStatus | None:
+        """The profile's prepared assets (checked once: it stats every file); None when it needs none."""
+        if self.env is None or self.profile is None or self.env.manifest.assets is None:
+            return None
+        return AssetStore(self.settings.cache_dir).status(self.env, self.profile.name)
+
     def _asset_ready(self) -> bool:
-        return bool(self.env and self.env.manifest.assets is None) or AssetStore(self.settings.cache_dir).status(self.env, self.profile.name).ready
+        return self._asset_status is None or self._asset_status.ready
 
     def _asset_bytes(self) -> int:
-        if self.env is None or self.env.manifest.assets is None:
-            return 0
-        st = AssetStore(self.settings.cache_dir).status(self.env, self.profile.name)
-        return sum(int(f.get("size", 0)) for f in (st.manifest or {}).get("files", {}).values())
+        st = self._asset_status
+        return 0 if st is None else sum(int(f.get("size", 0)) for f in (st.manifest or {}).get("files", {}).values())
 
     def _assets(self) -> None:
         assert self.env is not None and self.profile is not None
-        if self.env.manifest.assets is None:
+        st = self._asset_status
+        if st is None:
             self.add("assets", "ok", "the environment needs no prepared assets")
             return
-        st = AssetStore(self.settings.cache_dir).status(self.env, self.profile.name)
         if st.ready:
             self.add("assets", "ok", f"{self.profile.name} assets prepared ({st.mode}) in {st.folder}")
         else:

@@ -48,13 +48,15 @@ class Choice:
         return self.runtime.kind == "local" or self.profile == "smoke"
 
 
-def host_fit(rt: Runtime, gpus: int) -> str | None:
-    """Why this engine cannot take a session needing ``gpus`` GPUs now, or None if it can."""
+def host_fit(rt: Runtime, gpus: int, inventory: list | None = None) -> str | None:
+    """Why this engine cannot take a session needing ``gpus`` GPUs now, or None if it can.
+    ``inventory``: the engine's GPUs if the caller listed them already (each listing runs a container)."""
     if gpus == 0:
         return None
     if not getattr(rt, "has_nvidia_runtime")():
         return "no NVIDIA runtime"
-    inventory = getattr(rt, "gpu_inventory")()
+    if inventory is None:
+        inventory = getattr(rt, "gpu_inventory")()
     free = [g for g in inventory if g.free]
     if len(free) < gpus:
         return f"{len(free)} of {len(inventory)} GPUs free, needs {gpus}"

@@ -41,7 +41,7 @@ from ..secrets import secrets_env_file
 from .capture import DAEMON, HOOKS
 from .gpus import QUERY, Gpu, claims, parse_nvidia_smi, with_claims
 from .images import RECIPE_LABEL, ImageBuilder, Recipes, context_hash
-from .safe_tar import extract_safely
+from .safe_tar import extract_stream
 from .remote import POLLER, FileStream, ensure_assets_volume, ensure_home_volume, is_remote, remove_session_volumes, tar_contents
 
 HOME = "/home/agent"
@@ -120,15 +120,13 @@ class DockerSandbox(Sandbox):
             excludes.append(f"--exclude=./{pat.rstrip('/')}" if "/" in pat else f"--exclude={pat}")
         exec_id = self.api.exec_create(self.container.id, ["tar", "-C", HOME, *excludes, "-cf", "-", "."], user="root",
                                        stdout=True, stderr=False)["Id"]
-        with tempfile.TemporaryFile() as tmp:
-            for chunk in self.api.exec_start(exec_id, stream=True):
-                tmp.write(chunk)
+
+        def tar_ended_well() -> None:
             rc = self.api.exec_inspect(exec_id).get("ExitCode")
             if rc not in (0, 1):  # 1: a file changed while it was read
                 raise RebenchError(f"copying the home out of the container failed (tar exit {rc})", kept="the container")
-            tmp.seek(0)
-            with tarfile.open(fileobj=tmp) as tar:
-                return extract_safely(tar, dest)
+
+        return extract_stream(self.api.exec_start(exec_id, stream=True), dest, before_extract=tar_ended_well)
 
     def exec(self, argv: Sequence[str], *, user: str = "agent", workdir: str | None = None, env: dict[str, str] | None = None,
              timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None,
@@ -172,12 +170,7 @@ class DockerSandbox(Sandbox):
 
     def copy_out(self, src: str, dest: Path) -> list[str]:
         stream, _stat = self.container.get_archive(src)
-        with tempfile.TemporaryFile() as tmp:  # spooled to disk: a large home must not fill memory
-            for chunk in stream:
-                tmp.write(chunk)
-            tmp.seek(0)
-            with tarfile.open(fileobj=tmp) as tar:
-                return extract_safely(tar, dest)
+        return extract_stream(stream, dest)
 
     def read_file(self, path: str, offset: int = 0) -> bytes:
         rc, (out, _err) = self.container.exec_run(["tail", "-c", f"+{offset + 1}", path], user="root", demux=True)
@@ -289,10 +282,13 @@ class DockerRuntime(Runtime):
     def has_nvidia_runtime(self) -> bool:
         return "nvidia" in ((self.client.info() or {}).get("Runtimes") or {})
 
+    def has_image(self, tag: str) -> bool:
+        return self.builder(lambda _m: None)._image(tag) is not None
+
     def _probe_image(self) -> str | None:
         """An image on the engine to run short probes in (the smallest rebench base)."""
         tag = Recipes.load(self.images_dir).images["base"].tag
-        return tag if self.builder(lambda _m: None)._image(tag) is not None else None
+        return tag if self.has_image(tag) else None
 
     def _probe(self, argv: list[str], **kwargs: Any) -> str | None:
         image = self._probe_image()

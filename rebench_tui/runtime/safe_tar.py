@@ -10,7 +10,9 @@ skipped the same way, so a participant's 100 GB file cannot fill this machine's 
 from __future__ import annotations
 
 import tarfile
+import tempfile
 from pathlib import Path
+from typing import Callable, Iterable
 
 MAX_FILE_BYTES = 64 * 1024**3
 MAX_TOTAL_BYTES = 256 * 1024**3
@@ -58,3 +60,17 @@ def extract_safely(tar: tarfile.TarFile, dest: Path, *, max_file_bytes: int = MA
         if member.isfile():
             total += member.size
     return skipped
+
+
+def extract_stream(chunks: Iterable[bytes], dest: Path, *, before_extract: Callable[[], None] | None = None) -> list[str]:
+    """An archive arriving in chunks (a container's ``get_archive`` or ``tar -cf -`` output),
+    spooled to a temporary file (a large home must not fill memory), then :func:`extract_safely`
+    into ``dest``. ``before_extract`` runs once the stream has ended (e.g. to check how it ended)."""
+    with tempfile.TemporaryFile() as tmp:
+        for chunk in chunks:
+            tmp.write(chunk)
+        if before_extract is not None:
+            before_extract()
+        tmp.seek(0)
+        with tarfile.open(fileobj=tmp) as tar:
+            return extract_safely(tar, dest)

@@ -167,9 +167,7 @@ class RemoteFileWatcher(FileWatcher):
 
     def stop(self) -> None:
         self._stop.set()
-        stream = self._stream
-        if stream is not None:
-            stream.close()
+        self.reopen()  # ends the stream; with _stop set, the loop does not open another
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
