@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import csv
-import importlib.util
 import itertools
 import json
 import math
@@ -44,6 +43,8 @@ from rebench_tui.compare.runs import (
 from rebench_tui.scoring import Aggregation, Direction
 from tests.conftest import KNOWN_IMAGES, ROOT
 
+from tests.modules import load_file
+
 RUNS = ROOT / "tests" / "fixtures" / "runs"
 NAN = math.nan
 CLAUDE = "anthropic/claude-3-5-sonnet-20241022"
@@ -67,10 +68,7 @@ def resolver():
 
 
 def _make_inspect_module():
-    spec = importlib.util.spec_from_file_location("make_inspect_logs", RUNS / "make_inspect_logs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file("make_inspect_logs", RUNS / "make_inspect_logs.py")
 
 
 def run_of(env, scorings, *, label="agent", human=False, working_s=None, rid="r"):

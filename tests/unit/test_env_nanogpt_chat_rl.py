@@ -11,7 +11,6 @@ broken models.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -27,6 +26,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.modules import load_file
+
 ENV = Path(__file__).resolve().parents[2] / "environments" / "nanogpt_chat_rl"
 SMOKE = tomllib.loads((ENV / "environment.toml").read_text())["profiles"]["smoke"]
 KEY = "sk-unit-made-up-7Hq2Lw"
@@ -35,20 +36,9 @@ REFERENCE_TOLERANCE = 0.1
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = saved
-    return module
-
-
-standin = _load("ncr_standin", ENV / "protected" / "judge_standin.py")
-proxy_mod = _load("ncr_proxy", ENV / "protected" / "judge_proxy.py")
-judge_mod = _load("ncr_judge", ENV / "solution" / "judge.py")
+standin = load_file("ncr_standin", ENV / "protected" / "judge_standin.py")
+proxy_mod = load_file("ncr_proxy", ENV / "protected" / "judge_proxy.py")
+judge_mod = load_file("ncr_judge", ENV / "solution" / "judge.py")
 
 
 # -- the stand-in's rule --------------------------------------------------------------------------
@@ -205,10 +195,7 @@ def test_no_model_and_broken_models_give_nan(layout):
     r = score(env)
     assert math.isnan(r["score"]) and "not a readable checkpoint" in r["message"]["error"]
     # By file, under a name of its own: other environments' tests also import a module called "model".
-    spec = importlib.util.spec_from_file_location("nanogpt_chat_rl_model", home / "solution" / "model.py")
-    M = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = M  # dataclasses look their module up there
-    spec.loader.exec_module(M)
+    M = load_file("nanogpt_chat_rl_model", home / "solution" / "model.py")
     base = M.load_model(str(home / "assets" / "base_model"))
     wide = M.GPT(M.GPTConfig(**{**base.cfg.__dict__, "n_embd": base.cfg.n_embd * 2}))
     M.save_model(wide, str(home / "finetuned_model"))

@@ -16,7 +16,6 @@ learning rate), score == ln(execution_time), and the order start > faster (about
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import math
 import os
@@ -29,6 +28,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.modules import load_file
+
 ENV = Path(__file__).resolve().parents[2] / "environments" / "optimize_llm_foundry"
 MANIFEST = tomllib.loads((ENV / "environment.toml").read_text())
 SMOKE = MANIFEST["profiles"]["smoke"]
@@ -38,18 +39,7 @@ MAX_NORM = 0.03
 TIME_SCORE_TOLERANCE = 1.0
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = saved
-    return module
-
-
-scorer = _load("olf_score", ENV / "protected" / "score.py")
+scorer = load_file("olf_score", ENV / "protected" / "score.py")
 
 
 def _python_path_env() -> dict:

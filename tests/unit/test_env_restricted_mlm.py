@@ -14,7 +14,6 @@ that uses softmax, one with a syntax error and one with a wrong output shape.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -31,6 +30,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from tests.modules import load_file
+
 ENV = Path(__file__).resolve().parents[2] / "environments" / "restricted_mlm"
 DEVICE = os.environ.get("RMLM_TEST_DEVICE", "cpu")
 MANIFEST = tomllib.loads((ENV / "environment.toml").read_text())
@@ -42,19 +43,7 @@ START_TOLERANCE = 0.03
 REFERENCE_TOLERANCE = 0.1
 
 
-def _load(name: str, path: Path):
-    """Import a file of the environment without leaving __pycache__ in its folders."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = saved
-    return module
-
-
-enforcer = _load("rmlm_enforcer", ENV / "protected" / "enforcer.py")
+enforcer = load_file("rmlm_enforcer", ENV / "protected" / "enforcer.py")
 
 
 def run_enforced(fn):
@@ -243,13 +232,13 @@ FORBIDDEN = {
 
 
 def _starting_model():
-    model_mod = _load("rmlm_start_model", ENV / "solution" / "model.py")
+    model_mod = load_file("rmlm_start_model", ENV / "solution" / "model.py")
     torch.manual_seed(0)
     return _module(model_mod.build("tiny"))
 
 
 def _reference_model():
-    model_mod = _load("rmlm_ref_model", ENV / "reference" / "model.py")
+    model_mod = load_file("rmlm_ref_model", ENV / "reference" / "model.py")
     torch.manual_seed(0)
     return _module(model_mod.build("tiny"))
 
@@ -453,7 +442,7 @@ def test_prepare_reads_and_splits_documents(tmp_path):
     and transformers are not installed here; prepare.py asks for them by name when they are missing)."""
     import numpy as np
 
-    prepare = _load("rmlm_prepare", ENV / "prepare.py")
+    prepare = load_file("rmlm_prepare", ENV / "prepare.py")
     source = tmp_path / "docs"
     (source / "sub").mkdir(parents=True)
     (source / "a.txt").write_text("first document")

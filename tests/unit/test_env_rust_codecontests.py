@@ -10,7 +10,6 @@ manifest's figures are checked with a tolerance of 1e-9. About a minute on a 2-c
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.modules import load_file
+
 ENV = Path(__file__).resolve().parents[2] / "environments" / "rust_codecontests"
 MANIFEST = tomllib.loads((ENV / "environment.toml").read_text())
 SMOKE = MANIFEST["profiles"]["smoke"]
@@ -32,23 +33,11 @@ HAS_RUSTC = shutil.which("rustc") is not None
 needs_rustc = pytest.mark.skipif(not HAS_RUSTC, reason="no rustc on this machine (the integration test covers it)")
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = saved
-    return module
-
-
-server_mod = _load("rcc_model_server", ENV / "protected" / "model_server.py")
-proxy_mod = _load("rcc_model_proxy", ENV / "protected" / "model_proxy.py")
-harness = _load("rcc_rust_harness", ENV / "solution" / "rust_harness.py")
-oracles = _load("rcc_smoke_oracles", ENV / "reference" / "smoke_oracles.py")
-prepare = _load("rcc_prepare", ENV / "prepare.py")
+server_mod = load_file("rcc_model_server", ENV / "protected" / "model_server.py")
+proxy_mod = load_file("rcc_model_proxy", ENV / "protected" / "model_proxy.py")
+harness = load_file("rcc_rust_harness", ENV / "solution" / "rust_harness.py")
+oracles = load_file("rcc_smoke_oracles", ENV / "reference" / "smoke_oracles.py")
+prepare = load_file("rcc_prepare", ENV / "prepare.py")
 reference = None  # reference/solve.py imports the solution's modules; loaded in the scorer's process only
 
 PROBLEMS = {p["slug"]: p for p in server_mod.load_problems(ENV / "protected" / "smoke")}

@@ -7,7 +7,6 @@ sweep in prepare.py and the reference's small runs.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.modules import load_file
 
 ENV = ROOT / "environments" / "small_scaling_law"
 MANIFEST = tomllib.loads((ENV / "environment.toml").read_text())
@@ -31,15 +31,8 @@ MANIFEST = tomllib.loads((ENV / "environment.toml").read_text())
 START_TOLERANCE = 0.05
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-budget = _load("ssl_budget", ENV / "solution" / "budget.py")
-score = _load("ssl_score", ENV / "protected" / "score.py")
+budget = load_file("ssl_budget", ENV / "solution" / "budget.py")
+score = load_file("ssl_score", ENV / "protected" / "score.py")
 
 
 # -- the FLOP formula -----------------------------------------------------------------------------
