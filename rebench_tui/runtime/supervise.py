@@ -4,14 +4,15 @@
 Standard library only: it is copied into every sandbox (``/opt/rebench/supervise.py``) and run
 by the sandbox's own ``python3``, as root where it can, dropping to the participant's user.
 
-    supervise.py run --token T --state-dir D [--user U[:GROUP]] [--cwd DIR] [--timeout S] -- ARGV...
+    supervise.py run --token T --state-dir D [--user U[:GROUP]] [--cwd DIR] [--timeout S]
+                     [--guard-links HOME --forbid PATH ...] -- ARGV...
     supervise.py cancel --token T --state-dir D
-    supervise.py links --root DIR --forbid PATH [--forbid PATH ...]
 
 ``run`` passes the command's output straight through, kills the whole process group when the
 timeout passes, when cancelled, or when the command exits (no stragglers), and writes one status
 line to stderr last: ``\\x1erebench-exec {"returncode": .., "timed_out": .., "cancelled": ..,
-"duration_s": ..}``. A command killed by a signal has returncode 128 + signal (137 for SIGKILL,
+"duration_s": ..}`` (with ``--guard-links``, also ``refused_links`` found before the command,
+which then does not run, and ``late_links`` found after it). A command killed by a signal has returncode 128 + signal (137 for SIGKILL,
 which is what the kernel's OOM killer sends); a timeout or a cancel is reported by its own flag.
 """
 
@@ -63,7 +64,8 @@ def pwd_uid(spec: str) -> int:
 
 
 def find_links(root: str, forbid_paths: list[str]) -> list[list[str]]:
-    """Every symlink below ``root`` that resolves into a ``forbid_paths`` path, as ``[link, target]``."""
+    """Every symlink below ``root`` that resolves into a ``forbid_paths`` path, as ``[link, target]``
+    (a root scorer must not follow a participant's link into held-out data)."""
     forbid = [os.path.realpath(p) for p in forbid_paths]
     found = []
     for dirpath, dirnames, filenames in os.walk(root):  # never follows links into folders
@@ -75,13 +77,6 @@ def find_links(root: str, forbid_paths: list[str]) -> list[list[str]]:
             if any(target == f or target.startswith(f.rstrip("/") + "/") for f in forbid):
                 found.append([path, target])
     return found
-
-
-def links(args: argparse.Namespace) -> int:
-    """Print, as one JSON list, every symlink below ``--root`` that resolves into a ``--forbid`` path:
-    ``[[link, target], ...]`` (a root scorer must not follow a participant's link into held-out data)."""
-    sys.stdout.write(json.dumps(find_links(args.root, args.forbid)) + "\n")
-    return 0
 
 
 def _kill_group(pgid: int) -> None:
@@ -190,11 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("cancel")
     c.add_argument("--token", required=True)
     c.add_argument("--state-dir", required=True)
-    k = sub.add_parser("links")
-    k.add_argument("--root", required=True)
-    k.add_argument("--forbid", action="append", default=[])
     args = parser.parse_args(argv)
-    return {"run": run, "cancel": cancel, "links": links}[args.verb](args)
+    return {"run": run, "cancel": cancel}[args.verb](args)
 
 
 if __name__ == "__main__":
