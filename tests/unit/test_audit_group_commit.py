@@ -210,3 +210,58 @@ def test_a_burst_without_interleave_stays_consecutive(tmp_path):
         a.append_many([log(f"r{i}") for i in range(300)])
         assert a.count == before + 300
     assert [r["content"]["content"][0] for r in read_entries(a.path)] == [f"r{i}" for i in range(300)]
+
+
+def test_a_writer_is_acknowledged_without_waiting_for_rows_queued_behind_it(tmp_path, monkeypatch):
+    """The caller that wrote a batch returns once its own batch is durable; rows queued during its
+    write go to disk in the next batch, written by the helper thread, not by that caller."""
+    a = AuditLog(tmp_path / "audit.jsonl", RUN, FakeClock())
+    real = audit_mod._write_durably
+    started = [threading.Event(), threading.Event()]
+    release = [threading.Event(), threading.Event()]
+    writers: list[str] = []
+
+    def gated_write(path, data):
+        k = len(writers)
+        writers.append(threading.current_thread().name)
+        if k < 2:
+            started[k].set()
+            assert release[k].wait(10)
+        real(path, data)
+
+    monkeypatch.setattr(audit_mod, "_write_durably", gated_write)
+    done: list[str] = []
+    first = threading.Thread(target=lambda: done.append(a.append(log("first"))["content"]["content"][0]), name="first")
+    first.start()
+    assert started[0].wait(10)
+    second = threading.Thread(target=lambda: done.append(a.append(log("second"))["content"]["content"][0]))
+    second.start()
+    while a._queued < 2:
+        threading.Event().wait(0.01)
+    release[0].set()  # the first write finishes; "second" is queued and needs a write of its own
+    first.join(10)
+    assert not first.is_alive() and done == ["first"]  # acknowledged while the second write is held
+    assert started[1].wait(10) and writers == ["first", "audit-group-commit"]
+    release[1].set()
+    second.join(10)
+    assert done == ["first", "second"]
+    assert [r["content"]["content"][0] for r in read_entries(a.path)] == ["first", "second"] and chain_ok(a.path)
+
+
+def test_flush_writes_rows_held_by_a_failed_write(tmp_path, monkeypatch):
+    a = AuditLog(tmp_path / "audit.jsonl", RUN, FakeClock())
+    real = audit_mod._write_durably
+    fail = [True]
+
+    def once(path, data):
+        if fail:
+            fail.pop()
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(audit_mod, "_write_durably", once)
+    with pytest.raises(audit_mod.AuditWriteError, match="No space left"):
+        a.append(log("held"))
+    assert read_entries(a.path) == []
+    a.flush()  # nothing new queued: the flush itself writes the held row
+    assert [r["content"]["content"][0] for r in read_entries(a.path)] == ["held"] and chain_ok(a.path)
