@@ -64,6 +64,8 @@ SOLVER_PARAMS: dict[str, Any] = {
     "instructions": None,
     "bashrc": None,
 }
+FILE_ORDER = ("file_event", "path", "summary", "dest", "size", "sha256", "diff", "diff_truncated", "events", "note")
+FILE_FIELDS = frozenset(FILE_ORDER[3:])  # a file row's payload fields carried into the event's metadata
 INPUT_LINES = 100  # Inspect cuts a SandboxEvent's input to this many lines
 INSTALL_FIX = "pip install 'rebench-tui[inspect]'"
 
@@ -104,8 +106,8 @@ def _stable_id(*parts: Any) -> str:
 
 
 def _cut_lines(text: str | None, n: int = INPUT_LINES) -> str | None:
-    if text is None:
-        return None
+    if text is None or text.count("\n") < n:  # short enough: most diffs (no split needed)
+        return text
     lines = text.splitlines(keepends=True)
     return text if len(lines) <= n else "".join(lines[:n]) + f"... ({len(lines) - n} more lines in metadata.diff)\n"
 
@@ -141,6 +143,7 @@ class _Builder:
         self.running = False
         self.final_done = False
         self.by_action = {id(c.action_row): c for c in rec.commands}
+        self.session_id, self.started_at = rec.session_id, rec.started_at  # read once per event otherwise
 
     # -- helpers ---------------------------------------------------------------------------
     def meta(self, row: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -150,10 +153,10 @@ class _Builder:
     def common(self, row: dict[str, Any], at_ms: int | None = None, tag: str = "", **meta: Any) -> dict[str, Any]:
         at = int(row["calledAt"]) if at_ms is None else at_ms
         return {
-            "uuid": _stable_id(self.rec.session_id, row["index"], tag),
+            "uuid": _stable_id(self.session_id, row["index"], tag),
             "timestamp": _dt(at),
-            "working_start": max(0.0, (at - self.rec.started_at) / 1000),
-            "metadata": self.meta(row, **meta),
+            "working_start": max(0.0, (at - self.started_at) / 1000),
+            "metadata": {"working_time": self.rec.working_s(row), "trace_index": row["index"], **meta},
         }
 
     def score(self, s: Any) -> Any:
@@ -205,9 +208,8 @@ class _Builder:
         diff = p.get("diff")
         body = diff if diff is not None else (text or f"{kind} {p.get('path')}")
         extra = {"file_event": kind, "path": p.get("path"), "summary": text}
-        for k in ("dest", "size", "sha256", "diff", "diff_truncated", "events", "note"):
-            if p.get(k) is not None:
-                extra[k] = p[k]
+        extra.update((k, v) for k, v in p.items() if k in FILE_FIELDS and v is not None)
+        extra = {k: extra[k] for k in FILE_ORDER if k in extra}  # the order the metadata always had
         self.events.append(self.ia["SandboxEvent"](action="write_file", file=path, input=_cut_lines(body),
                                                    **self.common(row, tag="file", **extra)))
 

@@ -333,3 +333,20 @@ def test_a_cut_last_line_is_left_out_and_a_broken_row_stops_the_export(unfinishe
     with pytest.raises(RebenchError, match="row 2 breaks the trace-entry contract"):
         export_vivaria(unfinished.folder, tmp_path / "v2")
     assert not (tmp_path / "v2").exists()
+
+
+@pytest.mark.parametrize("text", [
+    '{"a":1}',
+    '{"big":123456789012345678901234567890,"f":0.1,"g":1e-7,"h":-0.0,"i":1.7976931348623157e308}',
+    '{"name":"caf\\u00e9 \\ud83d\\ude00 \\u2028","raw":"é😀"}',
+    '{"odd":"bad\\udcff name.py"}',  # a lone surrogate: the Rust parser refuses it, the fallback reads it
+    '{"dup":1,"dup":2}',
+    '{"n":null,"t":true,"l":[1,[2,[3]]],"e":{}}',
+])
+def test_audit_lines_parse_exactly_as_the_standard_library_does(text):
+    from rebench_tui.trajectory.session_records import _parse_line
+
+    got = _parse_line(text.encode("utf-8"))
+    want = json.loads(text)
+    assert got == want and json.dumps(got) == json.dumps(want)
+    assert [type(v) for v in got.values()] == [type(v) for v in want.values()]
