@@ -98,10 +98,11 @@ async def press_loop(pilot, app, stop: asyncio.Event | None, n: int | None, gap:
     return lat
 
 
-async def one_run(base: Path, rate: int, seconds: float, n_files: int) -> dict:
+async def one_run(base: Path, rate: int, seconds: float, n_files: int, in_process: bool = False) -> dict:
     from rebench_tui.tui.app import RebenchApp
 
     s = make_session(base / "sessions")
+    s.start_watching(separate_process=not in_process)  # the app keeps the watcher already running
     flood = s.workspace / "flood"
     app = RebenchApp(s, watch_files=True)
     out: dict = {}
@@ -170,14 +171,17 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=5000, help="file writes per second (default 5000)")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--files", type=int, default=500, help="distinct files written round-robin (default 500)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="run the file watcher in the app's process (the design before the file recorder process)")
     args = ap.parse_args()
-    header(f"key-to-screen latency under {args.rate} file writes/s for {args.seconds:g} s ({args.files} files)")
+    header(f"key-to-screen latency under {args.rate} file writes/s for {args.seconds:g} s ({args.files} files)"
+           + (" [watcher in the app's process]" if args.in_process else ""))
     base = Path(__file__).resolve().parent / ".tmp"
     base.mkdir(parents=True, exist_ok=True)
     runs = []
     for r in range(args.runs):
         with tempfile.TemporaryDirectory(dir=base) as d:
-            res = asyncio.run(one_run(Path(d), args.rate, args.seconds, args.files))
+            res = asyncio.run(one_run(Path(d), args.rate, args.seconds, args.files, args.in_process))
         res["load"] = load()
         idle, flood = res.pop("idle"), res.pop("flood")
         res.update(idle_p50_ms=pct(idle, 50) * 1e3, idle_p99_ms=pct(idle, 99) * 1e3, p50_ms=pct(flood, 50) * 1e3,

@@ -77,6 +77,13 @@ class Redactor:
                 pairs.append((form, f"[redacted:{name}]"))
         self.pairs = sorted(pairs, key=lambda p: -len(p[0]))  # longest first: no partial leftovers
 
+    @classmethod
+    def from_pairs(cls, pairs: list[tuple[str, str]] | list[list[str]]) -> "Redactor":
+        """The same redactor from its ``pairs`` (how a child process receives it, over a pipe)."""
+        r = cls()
+        r.pairs = [(str(a), str(b)) for a, b in pairs]
+        return r
+
     def __bool__(self) -> bool:
         return bool(self.pairs)
 

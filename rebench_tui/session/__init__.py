@@ -1,6 +1,24 @@
-"""One human attempt: the working clock, scoring, notes, submission, and the events that feed the record."""
+"""One human attempt: the working clock, scoring, notes, submission, and the events that feed the record.
 
-from .records import Pause, ScoreRecord, SessionMeta
-from .session import Session, SessionEvent
+The names below are imported on first use, so a module of this package that needs none of them
+(the file recorder's child process imports only ``files`` and ``file_recorder``) starts quickly.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .records import Pause, ScoreRecord, SessionMeta
+    from .session import Session, SessionEvent
 
 __all__ = ["Pause", "ScoreRecord", "Session", "SessionEvent", "SessionMeta"]
+_WHERE = {"Pause": ".records", "ScoreRecord": ".records", "SessionMeta": ".records",
+          "Session": ".session", "SessionEvent": ".session"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

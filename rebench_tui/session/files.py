@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import itertools
 import json
 import os
 import queue
@@ -38,6 +39,7 @@ TEXT_LIMIT = 256 * 1024  # files up to this size are diffed when they are text
 DIFF_LIMIT = 64 * 1024  # a diff longer than this is cut (the note says how much)
 HASH_LIMIT = 2 * 1024**3  # files above this are recorded by size and mtime only
 DEFERRED_LIMIT = 32 * 1024**2  # texts kept in memory between state saves before they are written out
+MARKER = ".rebench-flush-"  # flush barrier files, made and removed at the workspace's top; never recorded
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ def human_size(n: int) -> str:
 def is_ignored(rel: str, patterns: tuple[str, ...] = DEFAULT_IGNORE) -> bool:
     """A pattern with a slash matches a path from the workspace root (``assets/``, ``a/b``);
     one without matches any path component by glob (``*.pyc``, ``__pycache__``)."""
+    if rel.startswith(MARKER) and "/" not in rel:
+        return True
     parts = rel.split("/")
     for pat in patterns:
         if "/" in pat:
@@ -128,16 +132,25 @@ def scan(root: Path, ignore: tuple[str, ...] = DEFAULT_IGNORE) -> dict[str, dict
 
 
 class _Handler(FileSystemEventHandler):
-    def __init__(self, q: "queue.Queue[tuple[str, str, str | None]]") -> None:
+    def __init__(self, q: "queue.Queue[tuple[str, str, str | None]]", root: str,
+                 markers: dict[str, threading.Event]) -> None:
         self.q = q
+        self.marker_prefix = os.path.join(root, MARKER)
+        self.markers = markers
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.is_directory or event.event_type in ("opened", "closed_no_write"):
             return
+        src = os.fsdecode(event.src_path)
+        if src.startswith(self.marker_prefix):
+            seen = self.markers.get(src)
+            if seen is not None:
+                seen.set()  # every event queued before the marker's has been delivered
+            return
         # closed-after-write and attribute changes may carry new content: the hash decides
         kind = event.event_type if event.event_type in ("created", "deleted", "moved") else "modified"
         dest = getattr(event, "dest_path", None) or None
-        self.q.put((kind, os.fsdecode(event.src_path), os.fsdecode(dest) if dest else None))
+        self.q.put((kind, src, os.fsdecode(dest) if dest else None))
 
 
 class FileWatcher:
@@ -166,7 +179,10 @@ class FileWatcher:
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by stop() and flush(): drain now rather than at the next interval
         self._flushed = threading.Event()
+        self._markers: dict[str, threading.Event] = {}  # flush barriers waiting for their own event
+        self._marker_ids = itertools.count(1)
         self._last_state_save = 0.0
+        self._dirty = False  # changes recorded since the state was last saved
         self.total_events = 0
         self.total_changes = 0
         self.on_error = on_error
@@ -188,10 +204,14 @@ class FileWatcher:
         return scan(self.root, self.ignore)
 
     def _save_state(self, force: bool = False) -> None:
+        """Save what has been recorded: at most once a second (a change recorded in the last second
+        before a crash may be recorded again, marked "changed while no watcher ran"), and always
+        within a second of the last recorded change, even if nothing changes after it."""
         now = time.monotonic()
-        if not force and now - self._last_state_save < 1.0:
+        if not force and (not self._dirty or now - self._last_state_save < 1.0):
             return
         self._last_state_save = now
+        self._dirty = False
         self._write_deferred_blobs()  # before the state that names them
         try:
             fd, tmp = tempfile.mkstemp(prefix=".files.", dir=self.state_path.parent)
@@ -204,11 +224,12 @@ class FileWatcher:
         except OSError:
             Path(tmp).unlink(missing_ok=True)
 
-    def _load_state(self) -> dict[str, dict[str, Any]]:
+    def _load_state(self) -> dict[str, dict[str, Any]] | None:
+        """The last saved state; None if there is none (a first start), {} for an empty workspace."""
         try:
             return json.loads(self.state_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return {}
+            return None
 
     def _blob_put(self, sha: str | None, text: str | None) -> None:
         if sha is None or text is None:
@@ -341,6 +362,7 @@ class FileWatcher:
         if changes:
             self.total_changes += len(changes)
             self.sink(changes, len(raw))
+            self._dirty = True
             self._save_state()
 
     def _drain_reporting(self) -> None:
@@ -356,6 +378,7 @@ class FileWatcher:
             self._wake.wait(self.interval)
             self._wake.clear()
             self._drain_reporting()
+            self._save_state()  # a change recorded just before a quiet spell is saved within a second
             self._flushed.set()
         self._drain_reporting()
         self._save_state(force=True)
@@ -366,7 +389,8 @@ class FileWatcher:
 
         The first run has no recorded state: the workspace as found is the baseline.
         """
-        previous = self._load_state()
+        saved = self._load_state()
+        first, previous = saved is None, saved or {}
         current = self.scan()
         changes: list[FileChange] = []
         self._known = dict(previous)
@@ -375,7 +399,7 @@ class FileWatcher:
             ch = None
             if before is not None and after is None:
                 ch = self._change("deleted", rel, note="changed while no watcher ran")
-            elif before is None and after is not None and previous:
+            elif before is None and after is not None and not first:
                 ch = self._change("created", rel, note="changed while no watcher ran")
             elif before and after and (before.get("sha256") != after.get("sha256") or before.get("size") != after.get("size")):
                 ch = self._change("modified", rel, note="changed while no watcher ran")
@@ -392,15 +416,46 @@ class FileWatcher:
     def start(self) -> None:
         self.catch_up()
         self._observer = Observer()
-        self._observer.schedule(_Handler(self._q), str(self.root), recursive=True)
+        self._observer.schedule(_Handler(self._q, str(self.root), self._markers), str(self.root), recursive=True)
         self._observer.start()
         self._thread = threading.Thread(target=self._loop, name="rebench-file-watcher", daemon=True)
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _barrier(self, wait: float) -> None:
+        """Return once every file event the kernel queued before this call has reached the queue.
+
+        A marker file is made at the workspace's top and the call waits for the marker's own
+        event: inotify delivers events in order, so everything before it has arrived (a few ms,
+        where a fixed settle of 50 ms guessed before). Where no marker can be made (a read-only
+        workspace) it falls back to that settle. The marker is removed at once and never recorded.
+        Moves are the exception: watchdog holds a lone move-from event up to 0.5 s to pair it."""
+        if self._observer is None:
+            return
+        path = os.path.join(str(self.root), f"{MARKER}{os.getpid()}-{next(self._marker_ids)}")
+        seen = self._markers[path] = threading.Event()
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except OSError:
+            self._markers.pop(path, None)
+            time.sleep(0.05)
+            return
+        try:
+            seen.wait(wait)
+        finally:
+            self._markers.pop(path, None)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
     def flush(self, timeout: float = 5.0) -> None:
-        """Wait until events seen so far are recorded (tests, and before closing)."""
+        """Wait until events seen so far are recorded (before a scoring, tests, and before closing)."""
         deadline = time.monotonic() + timeout
-        time.sleep(0.05)  # let inotify deliver what the kernel already has
+        self._barrier(min(1.0, timeout))
         while time.monotonic() < deadline:
             self._flushed.clear()
             self._wake.set()  # drain now: a scoring waits on this

@@ -60,10 +60,11 @@ class RemoteFileWatcher(FileWatcher):
 
     def _full(self, msg: dict[str, Any]) -> None:
         if not self._state_loaded:
-            self._known = self._load_state()
+            saved = self._load_state()
+            self._known = saved or {}
             self._state_loaded = True
             note = "changed while no watcher ran"
-            baseline = not self._known
+            baseline = saved is None  # a first start (an empty workspace that was recorded is no baseline)
         else:
             note = "changed while the link to the engine was down"
             baseline = False

@@ -36,6 +36,7 @@ from ..trajectory.audit import AuditLog, AuditWriteError, read_entries
 from ..trajectory.entries import INT32_MAX, log
 from .commands import CommandCollector
 from ..hashing import sha256_file
+from .file_recorder import FileRecorder
 from .files import DEFAULT_IGNORE, FileChange, FileWatcher, human_size, scan
 from .journal import StateCommit
 from .link import LinkMonitor
@@ -91,7 +92,7 @@ class Session:
                               redact=self.redactor.text if self.redactor else None)
         self.history: list[ScoreRecord] = self._load_history()
         self.listeners: list[Listener] = []
-        self.watcher: FileWatcher | None = None
+        self.watcher: FileWatcher | FileRecorder | None = None
         self.collector: CommandCollector | None = None
         self._capture_stop = threading.Event()
         self._capture_thread: threading.Thread | None = None
@@ -288,7 +289,10 @@ class Session:
             fn(SessionEvent(kind, data))
 
     # -- files ----------------------------------------------------------------------------
-    def start_watching(self, interval: float = 0.2) -> FileWatcher:
+    def start_watching(self, interval: float = 0.2, separate_process: bool = True) -> FileWatcher | FileRecorder:
+        """Record file changes. Locally the watcher runs in a child process (``separate_process``)
+        so a flood of file events never competes with the screen for the GIL; in-process is kept
+        for callers that want no child (and is what the child itself runs)."""
         if self.watcher is None:
             redact = self.redactor.text if self.redactor else None
             if self.sandbox.remote:
@@ -297,12 +301,18 @@ class Session:
                                                  self.folder / STATE / FILES_STATE, ignore=self.ignore, redact=redact,
                                                  wait_link=lambda t: self.link is None or self.link.wait_up(t),
                                                  trouble=self._link_trouble)
+            elif separate_process:
+                self.watcher = FileRecorder(self.workspace, self._record_files, self.folder / STATE / FILES_STATE,
+                                            ignore=self.ignore, interval=interval, redact_pairs=self.redactor.pairs,
+                                            on_error=self._file_error)
             else:
                 self.watcher = FileWatcher(self.workspace, self._record_files, self.folder / STATE / FILES_STATE,
-                                           ignore=self.ignore, interval=interval, redact=redact,
-                                           on_error=lambda exc: self._emit("error", f"recording file changes failed: {exc}"))
+                                           ignore=self.ignore, interval=interval, redact=redact, on_error=self._file_error)
             self.watcher.start()
         return self.watcher
+
+    def _file_error(self, exc: Exception) -> None:
+        self._emit("error", f"recording file changes failed: {exc}")
 
     # -- the link to a remote engine ----------------------------------------------------------
     def start_link(self) -> LinkMonitor | None:

@@ -533,7 +533,7 @@ def test_watcher_survives_a_full_disk(small_disk, fake_clock):
         filler.unlink()
         (s.workspace / "after.txt").write_text("after")
         s.watcher.flush()
-        assert s.watcher._thread.is_alive()
+        assert s.watcher.alive
         s.close()
     finally:
         s.lock.release()

@@ -1,0 +1,292 @@
+"""The local file watcher in a process of its own, so a flood of file events never holds the
+screen's GIL.
+
+A training run that writes thousands of files a second made the in-process watcher (hashing,
+diffing, serializing) compete with the screen for one GIL: key-to-screen p99 went from 41 to
+259 ms (benchmarks/README.md). Here a child process runs the same :class:`FileWatcher` (watchdog
+observer, coalescing, hashes, diffs, diff bases, ``files.json``) and sends each finished batch
+of changes over a pipe; the app's process only appends the rows (one fsync per batch) and shows
+them.
+
+Nothing is lost or recorded twice across a crash of either side, as before: the child saves its
+state (``files.json``, what has been recorded) only after the parent has acknowledged that the
+batch's rows are durable. If the app dies, the child sees its pipe close and exits without
+saving, so the next start's catch-up records whatever was sent but not acknowledged. If the
+child dies, the parent starts a new one, whose catch-up records what changed meanwhile.
+
+The pipe protocol is JSON lines (ASCII-escaped, so non-UTF-8 file names cross unchanged).
+Parent to child: ``{"config": {...}}`` first, then ``{"ack": n, "ok": bool, "error": text}``,
+``{"flush": id}``, ``{"stop": true}``. Child to parent: ``{"ready": true}`` after the catch-up,
+``{"batch": n, "changes": [...], "raw": events}``, ``{"flushed": id}``, ``{"error": text}``,
+``{"stopped": true}``. Secret values (for the diff bases the child keeps) travel in the config
+line, never in argv or the environment.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any, Callable
+
+from ..errors import RebenchError
+from .files import DEFAULT_IGNORE, FileChange, FileWatcher
+
+Sink = Callable[[list[FileChange], int], None]
+RESTARTS = 5  # child deaths tolerated within RESTART_WINDOW before the recorder gives up (and says so)
+RESTART_WINDOW = 60.0
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+CHILD = "import sys; sys.path.insert(0, {path}); from rebench_tui.session.file_recorder import _child; _child()"
+
+
+def _line(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+class FileRecorder:
+    """A :class:`FileWatcher` run in a child process; the same interface (``start``, ``flush``,
+    ``stop``, ``alive``, ``total_events``, ``total_changes``, ``errors``). ``sink`` and
+    ``on_error`` are called in this process, from the recorder's reader thread."""
+
+    def __init__(self, root: Path, sink: Sink, state_path: Path, ignore: tuple[str, ...] = DEFAULT_IGNORE,
+                 interval: float = 0.2, redact_pairs: list[tuple[str, str]] | None = None,
+                 on_error: Callable[[Exception], None] | None = None, python: str | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.sink = sink
+        self.state_path = state_path
+        self.ignore = ignore
+        self.interval = interval
+        self._redact_pairs = list(redact_pairs or [])  # (secret form, mark): the child's diff bases keep no secret
+        self.on_error = on_error
+        self.python = python or sys.executable
+        self.total_events = 0
+        self.total_changes = 0
+        self.errors = 0
+        self.restarts = 0
+        self._deaths: list[float] = []
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+        self._write_lock = threading.Lock()
+        self._ready = threading.Event()
+        self._ready_seen = False
+        self._stopped = threading.Event()
+        self._stopping = False
+        self._flush_ids = itertools.count(1)
+        self._flushes: dict[int, threading.Event] = {}
+        self._log = state_path.parent / "file-recorder.log"
+
+    # -- the child ------------------------------------------------------------------------------
+    def _spawn(self) -> None:
+        self._ready.clear()
+        self._stopped.clear()
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        err: IO[bytes] | int
+        try:
+            err = open(self._log, "ab")  # the child's own complaints, for diagnosis
+        except OSError:
+            err = subprocess.DEVNULL
+        try:
+            # -I: no current folder, user site or PYTHON* variables on the path (the workspace is the
+            # participant's: nothing in it may be imported); the package's own folder is added by hand.
+            self._proc = subprocess.Popen([self.python, "-I", "-c", CHILD.format(path=json.dumps(PACKAGE_PARENT))],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, close_fds=True,
+                                          cwd=str(self.state_path.parent))
+        finally:
+            if not isinstance(err, int):
+                err.close()
+        config = {"root": str(self.root), "state": str(self.state_path), "ignore": list(self.ignore),
+                  "interval": self.interval, "redact": self._redact_pairs}
+        self._send({"config": config})
+        self._reader = threading.Thread(target=self._read, args=(self._proc,), name="rebench-file-recorder", daemon=True)
+        self._reader.start()
+
+    def _send(self, obj: dict[str, Any]) -> bool:
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return False
+        try:
+            with self._write_lock:
+                proc.stdin.write(_line(obj))
+                proc.stdin.flush()
+            return True
+        except (BrokenPipeError, ValueError, OSError):
+            return False  # the child is gone; the reader notices and restarts it
+
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if "batch" in msg:
+                self._batch(msg)
+            elif "flushed" in msg:
+                ev = self._flushes.pop(int(msg["flushed"]), None)
+                if ev is not None:
+                    ev.set()
+            elif "ready" in msg:
+                self._ready_seen = True
+                self._ready.set()
+            elif "error" in msg:
+                self._report(RebenchError(f"recording file changes: {msg['error']}",
+                                          kept="every change recorded so far; the recorder keeps going"))
+            elif "stopped" in msg:
+                self._stopped.set()
+        proc.wait()
+        self._ready.set()  # nobody waits forever on a child that died while starting
+        for ev in list(self._flushes.values()):
+            ev.set()
+        if not self._stopping and not self._stopped.is_set():
+            self._child_died(proc.returncode)
+
+    def _batch(self, msg: dict[str, Any]) -> None:
+        changes = [FileChange(**c) for c in msg.get("changes", [])]
+        raw = int(msg.get("raw", 0))
+        self.total_events += raw
+        self.total_changes += len(changes)
+        try:
+            if changes:
+                self.sink(changes, raw)
+        except Exception as exc:  # noqa: BLE001 - the child keeps its state unsaved; the rows wait in the log's queue
+            self._report(exc)
+            self._send({"ack": msg["batch"], "ok": False, "error": str(exc)})
+            return
+        self._send({"ack": msg["batch"], "ok": True})
+
+    def _report(self, exc: Exception) -> None:
+        self.errors += 1
+        if self.on_error is not None:
+            self.on_error(exc)
+
+    def _child_died(self, code: int | None) -> None:
+        now = time.monotonic()
+        self._deaths = [t for t in self._deaths if now - t < RESTART_WINDOW] + [now]
+        if len(self._deaths) > RESTARTS:
+            self._report(RebenchError(
+                f"the file recorder stopped (exit {code}) {len(self._deaths)} times in a minute; file changes are not "
+                "being recorded now", kept=f"every change recorded so far; the next start records what changed since",
+                fix=f"see {self._log}; quit and reopen the session (its catch-up records what changed meanwhile)"))
+            return
+        self._report(RebenchError(f"the file recorder stopped (exit {code}); restarted",
+                                  kept="every change recorded so far; the new recorder records what changed meanwhile"))
+        self.restarts += 1
+        self._spawn()
+
+    # -- the watcher's interface ------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the child and wait for its catch-up (changes made while no watcher ran) to be recorded."""
+        self._spawn()
+        self._ready.wait()
+        if not self._ready_seen:
+            raise RebenchError("the file recorder could not start", kept="the session and its records",
+                               fix=f"see {self._log} for why; `rebench-tui doctor` checks the set-up")
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None and self._reader is not None and self._reader.is_alive()
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until changes made before this call are recorded (before a scoring, and in tests)."""
+        fid = next(self._flush_ids)
+        done = self._flushes[fid] = threading.Event()
+        if self._send({"flush": fid, "timeout": timeout}):
+            done.wait(timeout + 1.0)
+        self._flushes.pop(fid, None)
+
+    def stop(self) -> None:
+        self._stopping = True
+        proc = self._proc
+        if proc is None:
+            return
+        if self._send({"stop": True}):
+            self._stopped.wait(15)
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=10)
+        self._proc = None
+
+
+# -- the child process ------------------------------------------------------------------------------
+def _child() -> None:
+    from ..secrets import Redactor
+
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    out_lock = threading.Lock()
+
+    def send(obj: dict[str, Any]) -> None:
+        with out_lock:
+            stdout.write(_line(obj))
+            stdout.flush()
+
+    first = stdin.readline()
+    if not first:
+        return
+    cfg = json.loads(first)["config"]
+    acks: "queue.Queue[dict[str, Any] | None]" = queue.Queue()
+    batches = itertools.count(1)
+
+    class Refused(Exception):
+        """The parent could not record a batch (it has reported why)."""
+
+    def sink(changes: list[FileChange], raw: int) -> None:
+        send({"batch": next(batches), "changes": [asdict(c) for c in changes], "raw": raw})
+        reply = acks.get()
+        if reply is None:  # the app is gone: leave the state unsaved, so the next catch-up records these
+            os._exit(0)
+        if not reply.get("ok"):
+            raise Refused(reply.get("error") or "not recorded")
+
+    def on_error(exc: Exception) -> None:
+        if not isinstance(exc, Refused):
+            send({"error": f"{type(exc).__name__}: {exc}"})
+
+    redactor = Redactor.from_pairs(cfg.get("redact") or [])
+    watcher = FileWatcher(Path(cfg["root"]), sink, Path(cfg["state"]), ignore=tuple(cfg["ignore"]),
+                          interval=float(cfg["interval"]), redact=redactor.text if redactor else None, on_error=on_error)
+    stop = threading.Event()
+
+    def flush(fid: int, timeout: float) -> None:
+        watcher.flush(timeout=timeout)
+        send({"flushed": fid})
+
+    def read_commands() -> None:
+        for raw in stdin:
+            msg = json.loads(raw)
+            if "ack" in msg:
+                acks.put(msg)
+            elif "flush" in msg:
+                threading.Thread(target=flush, args=(msg["flush"], float(msg.get("timeout", 5.0))), daemon=True).start()
+            elif "stop" in msg:
+                stop.set()
+        # the pipe closed: the app quit or died
+        if not stop.is_set():
+            acks.put(None)
+            os._exit(0)
+
+    threading.Thread(target=read_commands, name="commands", daemon=True).start()
+    watcher.start()
+    send({"ready": True})
+    stop.wait()
+    watcher.stop()  # the last drain (acknowledged) and the state saved
+    send({"stopped": True})
+
+
+if __name__ == "__main__":
+    _child()
