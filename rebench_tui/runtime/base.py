@@ -170,7 +170,9 @@ class Runtime(ABC):
 def supervisor_argv(python: str, supervisor: str, token: str, argv: Sequence[str], *, user: str | None,
                     workdir: str | None, timeout: float | None, state_dir: str,
                     guard: tuple[str, Sequence[str]] | None = None) -> list[str]:
-    cmd = [python, supervisor, "run", "--token", token, "--state-dir", state_dir]
+    # -I -S: isolated (no PYTHON* variables, no current folder on the path) and no site import, which
+    # the standard-library-only supervisor does not need (it starts once per scoring)
+    cmd = [python, "-I", "-S", supervisor, "run", "--token", token, "--state-dir", state_dir]
     if guard is not None:
         root, forbid = guard
         cmd += ["--guard-links", root, *[a for path in forbid for a in ("--forbid", path)]]

@@ -18,15 +18,15 @@ which is what the kernel's OOM killer sends); a timeout or a cancel is reported 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import time
+
+# Lean on purpose: it starts once per scoring (run as ``python3 -I -S``), so it imports only what
+# every run needs (argparse, subprocess, shutil and tempfile cost ~20 ms of a 28 ms start here);
+# the process is started with fork/exec directly, and root-only helpers are imported when used.
 
 
 def _pidfile(state_dir: str, token: str) -> str:
@@ -37,7 +37,8 @@ def _cancelfile(state_dir: str, token: str) -> str:
     return os.path.join(state_dir, f"{token}.cancel")
 
 
-def _drop_privileges(spec: str):
+def _account(spec: str) -> tuple[str, int, int, str]:
+    """(name, uid, gid, home) of ``USER[:GROUP]`` (names or numbers)."""
     import grp
     import pwd
 
@@ -46,21 +47,7 @@ def _drop_privileges(spec: str):
     gid = pw.pw_gid
     if group:
         gid = grp.getgrnam(group).gr_gid if not group.isdigit() else int(group)
-    env_home = pw.pw_dir
-
-    def preexec() -> None:
-        os.initgroups(pw.pw_name, gid)
-        os.setgid(gid)
-        os.setuid(pw.pw_uid)
-
-    return preexec, {"HOME": env_home, "USER": pw.pw_name, "LOGNAME": pw.pw_name}
-
-
-def pwd_uid(spec: str) -> int:
-    import pwd
-
-    name = spec.partition(":")[0]
-    return int(name) if name.isdigit() else pwd.getpwnam(name).pw_uid
+    return pw.pw_name, pw.pw_uid, gid, pw.pw_dir
 
 
 def find_links(root: str, forbid_paths: list[str]) -> list[list[str]]:
@@ -86,36 +73,91 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def run(args: argparse.Namespace) -> int:
+def _private_tmp() -> str:
+    base = os.environ.get("TMPDIR") or "/tmp"
+    while True:
+        path = os.path.join(base, "rebench-root-" + os.urandom(8).hex())
+        try:
+            os.mkdir(path, 0o700)  # fails if it exists: nobody can have prepared it
+            return path
+        except FileExistsError:
+            continue
+
+
+def _spawn(argv: list[str], cwd: str | None, env: dict[str, str], account: tuple[str, int, int, str] | None) -> int:
+    """Start ``argv`` in a new session (its own process group) as ``account``; returns its pid.
+    Raises OSError with the child's own errno if it could not be started."""
+    r, w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # the child: only async-signal-safe work until exec
+        stage = b"start"
+        try:
+            os.close(r)
+            os.setsid()
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGALRM):
+                signal.signal(sig, signal.SIG_DFL)
+            if account is not None:
+                stage = b"become"
+                name, uid, gid, _home = account
+                os.initgroups(name, gid)
+                os.setgid(gid)
+                os.setuid(uid)
+            if cwd:
+                stage = b"enter"
+                os.chdir(cwd)
+            stage = b"start"
+            os.execvpe(argv[0], argv, env)
+        except OSError as exc:
+            os.write(w, stage + b":" + str(exc.errno or 1).encode())
+        except BaseException:  # noqa: BLE001
+            os.write(w, stage + b":1")
+        os._exit(127)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        failed = fh.read()  # empty: the exec succeeded (the pipe closed on exec)
+    if failed:
+        os.waitpid(pid, 0)
+        stage, _, errno_text = failed.decode().partition(":")
+        code = int(errno_text or 1)
+        what = {"become": "switch to the user of", "enter": f"enter the folder {cwd!r} for"}.get(stage, "start")
+        raise OSError(code, f"{os.strerror(code)} (could not {what} the command)")
+    return pid
+
+
+def run(args: "Args") -> int:
     os.makedirs(args.state_dir, mode=0o700, exist_ok=True)
     env = dict(os.environ)
-    preexec = None
+    account = None
     private_tmp = None
     if args.user and os.geteuid() == 0:
-        preexec, user_env = _drop_privileges(args.user)
-        env.update(user_env)
-        if user_env["USER"] == "root" or pwd_uid(args.user) == 0:
+        account = _account(args.user)
+        name, uid, _gid, home = account
+        env.update({"HOME": home, "USER": name, "LOGNAME": name})
+        if uid == 0:
             # A root command (the scorer) writes nothing the participant can read: files it makes
             # are private, and its temp files go to a folder of its own, removed afterwards.
             os.umask(0o077)
-            private_tmp = tempfile.mkdtemp(prefix="rebench-root-")
+            private_tmp = _private_tmp()
             env.update({"TMPDIR": private_tmp, "TMP": private_tmp, "TEMP": private_tmp})
             # A root scorer importing the participant's code must not leave root-owned __pycache__
             # folders in their home (they could neither write into nor remove them).
             env["PYTHONDONTWRITEBYTECODE"] = "1"
     started = time.monotonic()
-    status = {"returncode": 127, "timed_out": False, "cancelled": False}
-    cancelled = {"flag": False}
-    proc = None
+    status: dict = {"returncode": 127, "timed_out": False, "cancelled": False}
+    state = {"pid": 0, "cancelled": False, "timed_out": False}
 
     def on_signal(signum, _frame):  # the exec's client went away or asked us to stop
-        cancelled["flag"] = True
-        if proc is not None:
-            _kill_group(proc.pid)
+        state["cancelled"] = True
+        if state["pid"]:
+            _kill_group(state["pid"])
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    def on_alarm(signum, _frame):
+        state["timed_out"] = True
+        if state["pid"]:
+            _kill_group(state["pid"])
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, on_signal)
     # --guard-links: links from the home into --forbid paths are looked for here, in the same exec,
     # before the command (found: it does not run) and after it (found: its output is not to be kept).
     refused = find_links(args.guard_links, args.forbid) if args.guard_links else []
@@ -124,24 +166,26 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write("\x1erebench-exec " + json.dumps(status) + "\n")
         return 0
     try:
-        proc = subprocess.Popen(args.argv, cwd=args.cwd or None, env=env, start_new_session=True, preexec_fn=preexec)
-    except (OSError, subprocess.SubprocessError) as exc:
+        pid = _spawn(args.argv, args.cwd or None, env, account)
+    except OSError as exc:
         sys.stderr.write(f"rebench: cannot start {args.argv[0]!r}: {exc}\n")
         status["returncode"] = 127
     else:
+        state["pid"] = pid
         pidfile = _pidfile(args.state_dir, args.token)
         with open(pidfile, "w") as fh:
-            fh.write(str(proc.pid))
-        try:
-            proc.wait(timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            status["timed_out"] = True
-            _kill_group(proc.pid)
-            proc.wait()
-        _kill_group(proc.pid)  # stragglers left in the group
-        rc = proc.returncode
-        status["returncode"] = 128 - rc if rc < 0 else rc
-        if os.path.exists(_cancelfile(args.state_dir, args.token)) or cancelled["flag"]:
+            fh.write(str(pid))
+        if args.timeout:
+            signal.signal(signal.SIGALRM, on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, args.timeout)
+        _pid, wstatus = os.waitpid(pid, 0)  # retried after a signal handler runs (PEP 475)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _kill_group(pid)  # stragglers left in the group
+        status["returncode"] = os.waitstatus_to_exitcode(wstatus)
+        if status["returncode"] < 0:
+            status["returncode"] = 128 - status["returncode"]
+        status["timed_out"] = state["timed_out"]
+        if os.path.exists(_cancelfile(args.state_dir, args.token)) or state["cancelled"]:
             status["cancelled"] = True
         for path in (pidfile, _cancelfile(args.state_dir, args.token)):
             try:
@@ -149,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
             except FileNotFoundError:
                 pass
     if private_tmp is not None:
+        import shutil
+
         shutil.rmtree(private_tmp, ignore_errors=True)
     status["duration_s"] = round(time.monotonic() - started, 6)
     if args.guard_links:
@@ -159,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def cancel(args: argparse.Namespace) -> int:
+def cancel(args: "Args") -> int:
     open(_cancelfile(args.state_dir, args.token), "w").close()
     try:
         with open(_pidfile(args.state_dir, args.token)) as fh:
@@ -170,22 +216,60 @@ def cancel(args: argparse.Namespace) -> int:
     return 0
 
 
+class Args:
+    """The parsed command line (the grammar in the module docstring)."""
+
+    def __init__(self) -> None:
+        self.verb = ""
+        self.token = self.state_dir = ""
+        self.user = self.cwd = self.guard_links = None
+        self.timeout: float | None = None
+        self.forbid: list[str] = []
+        self.argv: list[str] = []
+
+
+USAGE = "usage: supervise.py run --token T --state-dir D [options] -- ARGV... | cancel --token T --state-dir D"
+OPTIONS = {"--token": "token", "--state-dir": "state_dir", "--user": "user", "--cwd": "cwd", "--timeout": "timeout",
+           "--guard-links": "guard_links", "--forbid": "forbid"}
+
+
+def parse(argv: list[str]) -> Args:
+    a = Args()
+    if not argv or argv[0] not in ("run", "cancel"):
+        raise SystemExit(USAGE)
+    a.verb, rest = argv[0], argv[1:]
+    i = 0
+    while i < len(rest):
+        opt = rest[i]
+        if opt == "--":
+            a.argv = rest[i + 1:]
+            break
+        key, eq, val = opt.partition("=")
+        if key not in OPTIONS:
+            if a.verb == "run" and not opt.startswith("-"):  # ARGV without a "--" before it
+                a.argv = rest[i:]
+                break
+            raise SystemExit(f"supervise.py: unknown option {opt!r}\n{USAGE}")
+        if not eq:
+            i += 1
+            if i >= len(rest):
+                raise SystemExit(f"supervise.py: {key} needs a value\n{USAGE}")
+            val = rest[i]
+        name = OPTIONS[key]
+        if name == "forbid":
+            a.forbid.append(val)
+        elif name == "timeout":
+            a.timeout = float(val)
+        else:
+            setattr(a, name, val)
+        i += 1
+    if not a.token or not a.state_dir or (a.verb == "run" and not a.argv):
+        raise SystemExit(USAGE)
+    return a
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="supervise.py")
-    sub = parser.add_subparsers(dest="verb", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--token", required=True)
-    r.add_argument("--state-dir", required=True)
-    r.add_argument("--user")
-    r.add_argument("--cwd")
-    r.add_argument("--timeout", type=float)
-    r.add_argument("--guard-links", help="refuse to run while links below this folder lead into a --forbid path")
-    r.add_argument("--forbid", action="append", default=[])
-    r.add_argument("argv", nargs="+")
-    c = sub.add_parser("cancel")
-    c.add_argument("--token", required=True)
-    c.add_argument("--state-dir", required=True)
-    args = parser.parse_args(argv)
+    args = parse(sys.argv[1:] if argv is None else argv)
     return {"run": run, "cancel": cancel}[args.verb](args)
 
 

@@ -1,6 +1,7 @@
 """Commands run through the supervisor: timeouts and cancels stop the whole process group."""
 
 import os
+from pathlib import Path
 import threading
 import time
 
@@ -156,3 +157,52 @@ def test_a_root_command_gets_a_private_tmpdir_and_writes_no_bytecode(tmp_path):
     flag, mode, tmpdir = p.stdout.split()
     assert (flag, mode) == ("1", "0o700")
     assert not os.path.exists(tmpdir)  # removed afterwards
+
+
+def test_the_supervisors_command_line_grammar():
+    from rebench_tui.runtime.supervise import parse
+
+    a = parse(["run", "--token", "t", "--state-dir=/s", "--forbid", "/p", "--forbid=/q", "--timeout", "2.5",
+               "--user", "root", "--", "python3", "--version"])
+    assert (a.verb, a.token, a.state_dir, a.forbid, a.timeout, a.user, a.argv) == \
+        ("run", "t", "/s", ["/p", "/q"], 2.5, "root", ["python3", "--version"])
+    assert parse(["cancel", "--token", "t", "--state-dir", "/s"]).verb == "cancel"
+    for bad in (["run", "--token", "t", "--state-dir", "/s"],  # nothing to run
+                ["run", "--token", "t", "--state-dir", "/s", "--bogus", "1", "--", "true"],
+                ["run", "--token", "t", "--state-dir"],
+                ["explode"]):
+        with pytest.raises(SystemExit):
+            parse(bad)
+
+
+def test_a_command_started_as_another_user_runs_as_that_user_in_its_own_session(tmp_path):
+    """The supervisor forks and execs by itself: the command gets its own session (process group)
+    and, run as root, the account it was given."""
+    import json
+    import subprocess
+    import sys
+
+    from rebench_tui.runtime.base import SUPERVISOR, supervisor_argv
+
+    if os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"):
+        pytest.skip("dropping to another user needs root (and a system python3 that user may run)")
+    import shutil
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="rebench-sup-", dir="/tmp"))  # pytest's own folders are root-only
+    os.chmod(shared, 0o777)
+    out = shared / "ids"
+    script = f"import os; open({str(out)!r}, 'w').write(repr((os.getuid(), os.getgid(), os.getsid(0) == os.getpid(), os.getcwd())))"
+    argv = supervisor_argv(sys.executable, str(SUPERVISOR), "tok", ["/usr/bin/python3", "-c", script], user="nobody",
+                           workdir=str(shared), timeout=10, state_dir=str(tmp_path / "state"))
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        ids = out.read_text() if out.exists() else ""
+    finally:
+        shutil.rmtree(shared)
+    status = json.loads(r.stderr.rsplit("\x1erebench-exec ", 1)[1])
+    assert status["returncode"] == 0, r.stderr
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    assert eval(ids) == (nobody.pw_uid, nobody.pw_gid, True, str(shared))  # noqa: S307 - our own file
