@@ -97,7 +97,8 @@ class FileRecorder:
             # participant's: nothing in it may be imported); the package's own folder is added by hand.
             self._proc = subprocess.Popen([self.python, "-I", "-c", CHILD.format(path=json.dumps(PACKAGE_PARENT))],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, close_fds=True,
-                                          cwd=str(self.state_path.parent))
+                                          cwd=str(self.state_path.parent),
+                                          start_new_session=True)  # the terminal's Ctrl+C is the app's to handle
         finally:
             if not isinstance(err, int):
                 err.close()
@@ -225,7 +226,11 @@ class FileRecorder:
 
 # -- the child process ------------------------------------------------------------------------------
 def _child() -> None:
+    import signal
+
     from ..secrets import Redactor
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # it ends when the app says so, or when the app's pipe closes
 
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     out_lock = threading.Lock()

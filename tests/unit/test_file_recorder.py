@@ -174,3 +174,37 @@ def test_session_records_through_either_watcher(separate, toy_session):
     rows = read_entries(s.folder / "audit.jsonl")
     files = [r["content"]["content"][1] for r in rows if r["content"].get("attributes", {}).get("title") == "file"]
     assert [f["path"] for f in files] == ["solution/answer.txt"] and files[0]["event"] == "modified"
+
+
+def test_the_child_ends_when_the_app_is_killed(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    app = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+from pathlib import Path
+from rebench_tui.session.file_recorder import FileRecorder
+r = FileRecorder(Path({str(ws)!r}), lambda c, n: None, Path({str(tmp_path / 'state' / 'files.json')!r}))
+r.start()
+print(r._proc.pid, flush=True)
+time.sleep(600)
+"""], stdout=subprocess.PIPE, text=True)
+    child = int(app.stdout.readline())
+    os.kill(child, 0)  # running
+    app.send_signal(signal.SIGKILL)
+    app.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        try:
+            with open(f"/proc/{child}/stat") as fh:  # an exited child not yet reaped by init counts as gone
+                if fh.read().split(") ")[1][0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the file recorder outlived the app by 10 s")
