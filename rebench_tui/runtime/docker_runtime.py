@@ -157,8 +157,9 @@ class DockerSandbox(Sandbox):
         finally:
             done.set()
         sink.finish()
-        info = self.api.exec_inspect(exec_id)
-        rc = info.get("ExitCode")
+        # The supervisor's status line carries the command's exit code; the exec's own (one more
+        # round trip to the engine) is asked for only when that line is missing.
+        rc = 0 if sink.status is not None else self.api.exec_inspect(exec_id).get("ExitCode")
         result = sink.result(rc if rc is not None else -1, time.monotonic() - started)
         if sink.status is None:  # the supervisor itself died (container stopped, engine lost)
             result.stderr += f"\n[rebench] the command's supervisor ended without a status (exit {rc}); the container may have stopped"

@@ -206,3 +206,18 @@ def test_a_command_started_as_another_user_runs_as_that_user_in_its_own_session(
 
     nobody = pwd.getpwnam("nobody")
     assert eval(ids) == (nobody.pw_uid, nobody.pw_gid, True, str(shared))  # noqa: S307 - our own file
+
+
+@pytest.mark.parametrize("value", [
+    {"returncode": 0, "timed_out": False, "cancelled": True, "duration_s": 0.123456, "late_links": []},
+    {"refused_links": [["/home/agent/a\nb\x1erebench-exec {}", "/protected/x"], ["/home/agent/\udcff.py", "/protected"]]},
+    {"s": 'quote " backslash \\ tab \t bell \x07 é 😀 \u2028', "n": None, "big": 12345678901234567890, "neg": -1.5e-9},
+])
+def test_the_status_line_is_json_that_reads_back_exactly(value):
+    import json
+
+    from rebench_tui.runtime.supervise import _json
+
+    text = _json(value)
+    assert text.isascii() and "\n" not in text and "\x1e" not in text
+    assert json.loads(text) == value
