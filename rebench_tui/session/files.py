@@ -432,7 +432,8 @@ class FileWatcher:
         event: inotify delivers events in order, so everything before it has arrived (a few ms,
         where a fixed settle of 50 ms guessed before). Where no marker can be made (a read-only
         workspace) it falls back to that settle. The marker is removed at once and never recorded.
-        Moves are the exception: watchdog holds a lone move-from event up to 0.5 s to pair it."""
+        The exception: watchdog holds a move-from event with no move-to (a file moved out of
+        the workspace) up to 0.5 s while it looks for the pair."""
         if self._observer is None:
             return
         path = os.path.join(str(self.root), f"{MARKER}{os.getpid()}-{next(self._marker_ids)}")
