@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import json
 import subprocess
 import sys
@@ -102,7 +103,8 @@ async def one_run(base: Path, rate: int, seconds: float, n_files: int, in_proces
     from rebench_tui.tui.app import RebenchApp
 
     s = make_session(base / "sessions")
-    s.start_watching(separate_process=not in_process)  # the app keeps the watcher already running
+    if "separate_process" in inspect.signature(s.start_watching).parameters:  # older trees: one design only
+        s.start_watching(separate_process=not in_process)  # the app keeps the watcher already running
     flood = s.workspace / "flood"
     app = RebenchApp(s, watch_files=True)
     out: dict = {}
