@@ -145,8 +145,8 @@ class FileRecorder:
         self._ready.set()  # nobody waits forever on a child that died while starting
         for ev in list(self._flushes.values()):
             ev.set()
-        if not self._stopping and not self._stopped.is_set():
-            self._child_died(proc.returncode)
+        if self._ready_seen and not self._stopping and not self._stopped.is_set():
+            self._child_died(proc.returncode)  # a child that never got ready is start()'s error, not restarted
 
     def _batch(self, msg: dict[str, Any]) -> None:
         changes = [FileChange(**c) for c in msg.get("changes", [])]
@@ -156,7 +156,7 @@ class FileRecorder:
         try:
             if changes:
                 self.sink(changes, raw)
-        except Exception as exc:  # noqa: BLE001 - the child keeps its state unsaved; the rows wait in the log's queue
+        except Exception as exc:  # noqa: BLE001 - reported; the session's log keeps such rows queued for its next write
             self._report(exc)
             self._send({"ack": msg["batch"], "ok": False, "error": str(exc)})
             return

@@ -362,8 +362,7 @@ class FileWatcher:
         if changes:
             self.total_changes += len(changes)
             self.sink(changes, len(raw))
-            self._dirty = True
-            self._save_state()
+            self._dirty = True  # saved by the loop right after this drain (or by stop)
 
     def _drain_reporting(self) -> None:
         try:

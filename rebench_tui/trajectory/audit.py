@@ -173,7 +173,7 @@ class AuditLog:
         self._batch = _Batch()  # rows queued for the next write
         self._inflight: _Batch | None = None  # the batch being written
         self._held: list[str] = []  # lines of a failed write, written first by the next one
-        self._queued = 0  # rows queued so far (a count, for tests and flush)
+        self._queued = 0  # rows queued so far (a count, for tests)
         self._writing = False  # a caller or the handoff thread is writing batches
         self._handoff = threading.Condition(self._qlock)
         self._handoff_thread: threading.Thread | None = None

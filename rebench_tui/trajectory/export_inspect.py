@@ -64,8 +64,6 @@ SOLVER_PARAMS: dict[str, Any] = {
     "instructions": None,
     "bashrc": None,
 }
-FILE_ORDER = ("file_event", "path", "summary", "dest", "size", "sha256", "diff", "diff_truncated", "events", "note")
-FILE_FIELDS = frozenset(FILE_ORDER[3:])  # a file row's payload fields carried into the event's metadata
 INPUT_LINES = 100  # Inspect cuts a SandboxEvent's input to this many lines
 INSTALL_FIX = "pip install 'rebench-tui[inspect]'"
 
@@ -156,7 +154,7 @@ class _Builder:
             "uuid": _stable_id(self.session_id, row["index"], tag),
             "timestamp": _dt(at),
             "working_start": max(0.0, (at - self.started_at) / 1000),
-            "metadata": {"working_time": self.rec.working_s(row), "trace_index": row["index"], **meta},
+            "metadata": self.meta(row, **meta),
         }
 
     def score(self, s: Any) -> Any:
@@ -208,8 +206,9 @@ class _Builder:
         diff = p.get("diff")
         body = diff if diff is not None else (text or f"{kind} {p.get('path')}")
         extra = {"file_event": kind, "path": p.get("path"), "summary": text}
-        extra.update((k, v) for k, v in p.items() if k in FILE_FIELDS and v is not None)
-        extra = {k: extra[k] for k in FILE_ORDER if k in extra}  # the order the metadata always had
+        for k in ("dest", "size", "sha256", "diff", "diff_truncated", "events", "note"):
+            if p.get(k) is not None:
+                extra[k] = p[k]
         self.events.append(self.ia["SandboxEvent"](action="write_file", file=path, input=_cut_lines(body),
                                                    **self.common(row, tag="file", **extra)))
 

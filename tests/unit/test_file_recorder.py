@@ -208,3 +208,13 @@ time.sleep(600)
     else:
         os.kill(child, signal.SIGKILL)
         pytest.fail("the file recorder outlived the app by 10 s")
+
+
+def test_a_child_that_cannot_start_is_an_error_not_a_restart_loop(tmp_path):
+    from rebench_tui.errors import RebenchError
+
+    r = _recorder(tmp_path, Sink(), python="/bin/false")
+    with pytest.raises(RebenchError, match="could not start"):
+        r.start()
+    time.sleep(0.3)
+    assert r.restarts == 0 and not r.alive
