@@ -1,9 +1,11 @@
-"""Pure scoring rules: parsing a scorer's output, normalization, aggregation.
+"""Pure scoring rules: parsing a scorer's result, normalization, aggregation.
 
-A scorer prints, as its last JSON line on stdout, ``{"score": x, "message": {...}, "details": {...}}``.
+A scorer writes ``{"score": x, "message": {...}, "details": {...}}`` into its result channel (a
+descriptor only the scorer's own process holds; the supervisor reads it back). Its stdout is never
+read for a result: a line printed there, by the scorer or by anything it ran, is just output.
 ``score`` may be a number, ``null`` or NaN. ``message`` is shown to the participant (unless the
-environment hides scores), ``details`` is kept from them. Everything else it prints is kept as a
-tail in ``details`` for the researcher.
+environment hides scores), ``details`` is kept from them. What it printed is kept as a tail in
+``details`` for the researcher.
 """
 
 from __future__ import annotations
@@ -100,16 +102,25 @@ def _tails(stdout: str, stderr: str, exit_code: int, result_line: str | None = N
     return out
 
 
-def parse_scorer_output(stdout: str, stderr: str, exit_code: int, *, timed_out: bool = False) -> ScoreResult:
-    """Turn one scorer run into a result, mapping every failure to NaN with a reason."""
+def parse_scorer_output(channel: str | None, stdout: str, stderr: str, exit_code: int, *,
+                        timed_out: bool = False) -> ScoreResult:
+    """Turn one scorer run into a result, mapping every failure to NaN with a reason.
+
+    ``channel``: what the scorer wrote into its result channel (None: nothing). The result is taken
+    from there alone; a result line on stdout does not count."""
     tails = _tails(stdout, stderr, exit_code)
     if timed_out:
         return ScoreResult(math.nan, {"timeout": True}, tails)
     if exit_code == EXIT_KILLED:
         return ScoreResult(math.nan, {"out_of_memory": True}, tails)
-    found = _find_result_line(stdout)
+    found = _find_result_line(channel or "")
     if found is None:
-        reason = "the scorer printed no result line" if exit_code == 0 else f"the scorer exited with status {exit_code}"
+        if exit_code != 0:
+            reason = f"the scorer exited with status {exit_code}"
+        elif _find_result_line(stdout) is not None:
+            reason = "the scorer wrote no result into its result channel (a result line on its output does not count)"
+        else:
+            reason = "the scorer wrote no result line into its result channel"
         return ScoreResult(math.nan, {"error": reason}, tails)
     obj, line = found
     tails = _tails(stdout, stderr, exit_code, line)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -45,16 +46,26 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# A runaway job must not take the host down: every container has a process limit (a fork bomb
+# stops at it) and an open-files limit, whatever the manifest says.
+DEFAULT_PIDS = 4096
+DEFAULT_OPEN_FILES = 16384
+
+
 class Resources(_Strict):
     gpus: int = Field(0, ge=0)
     cpus: float | None = Field(None, gt=0)
     memory: Size | None = None
+    pids: int = Field(DEFAULT_PIDS, ge=64, le=1 << 20, description="most processes and threads in the container")
+    open_files: int = Field(DEFAULT_OPEN_FILES, ge=256, le=1 << 20, description="open files per process")
 
 
 class ResourceOverride(_Strict):
     gpus: int | None = Field(None, ge=0)
     cpus: float | None = Field(None, gt=0)
     memory: Size | None = None
+    pids: int | None = Field(None, ge=64, le=1 << 20)
+    open_files: int | None = Field(None, ge=256, le=1 << 20)
 
 
 class ScoreSpec(_Strict):
@@ -135,6 +146,8 @@ class Profile:
     memory: int | None
     secrets: tuple[str, ...] = ()
     services: tuple[tuple[str, ...], ...] = ()
+    pids: int = DEFAULT_PIDS
+    open_files: int = DEFAULT_OPEN_FILES
 
 
 @dataclass(frozen=True)
@@ -156,6 +169,14 @@ class Environment:
     @property
     def protected_dir(self) -> Path:
         return self.path / "protected"
+
+    @functools.cached_property
+    def scorer_sha256(self) -> str:
+        """The digest a scorer of this environment reports over its own files (see the scorer
+        helpers' ``identity`` module, which computes both)."""
+        from ..runtime.lib.rebench_scorer.identity import digest
+
+        return digest(str(self.protected_dir))
 
     @property
     def dockerfile(self) -> Path:
@@ -182,6 +203,8 @@ class Environment:
             gpus=base.gpus if over.gpus is None else over.gpus,
             cpus=over.cpus if over.cpus is not None else base.cpus,
             memory=over.memory if over.memory is not None else base.memory,
+            pids=over.pids if over.pids is not None else base.pids,
+            open_files=over.open_files if over.open_files is not None else base.open_files,
             secrets=tuple(spec.secrets),
             services=tuple(tuple(cmd) for cmd in spec.services),
         )

@@ -9,6 +9,7 @@ stop it.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -21,6 +22,10 @@ OutputFn = Callable[[str, bytes], None]  # (stream name "stdout"|"stderr", chunk
 ProgressFn = Callable[[str], None]
 
 SUPERVISOR = Path(__file__).with_name("supervise.py")
+# The scorers' helpers (result channel, participant processes, shared tensors): /opt/rebench/lib in a
+# container, this folder on the local runtime; scorers find it through REBENCH_SCORER_LIB.
+SCORER_LIB = Path(__file__).with_name("lib")
+SCORER_LIB_PACKAGE = "rebench_scorer"
 STATUS_MARKER = b"\x1erebench-exec "
 
 ASSETS_DIR = "assets"  # participant assets appear as ~/assets; held-out ones as <protected>/assets
@@ -43,6 +48,9 @@ class ExecResult:
     cancelled: bool = False
     refused_links: list[list[str]] = field(default_factory=list)  # guarded runs: found before; the command did not run
     late_links: list[list[str]] = field(default_factory=list)     # guarded runs: found after the command
+    # What the command wrote into its result channel (REBENCH_RESULT_FD), as the supervisor read it
+    # back: the only place a scorer's result is taken from. None: nothing was written.
+    result: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -185,15 +193,22 @@ def supervisor_argv(python: str, supervisor: str, token: str, argv: Sequence[str
     return [*cmd, "--", *argv]
 
 
+def exec_nonce() -> str:
+    """A fresh secret for one exec's status line (passed to the supervisor as REBENCH_EXEC_NONCE)."""
+    return secrets.token_hex(16)
+
+
 class StatusFilter:
     """Collects a supervised command's output, strips the supervisor's status line, forwards the rest.
 
-    Output is kept up to ``keep`` bytes per stream (the tail: a scorer's result is its last line).
+    Output is kept up to ``keep`` bytes per stream (the tail). With a ``nonce``, only a status line
+    carrying it counts: a command cannot print a status of its own making.
     """
 
-    def __init__(self, forward: OutputFn | None, keep: int = 1 << 20) -> None:
+    def __init__(self, forward: OutputFn | None, keep: int = 1 << 20, nonce: str = "") -> None:
         self.forward = forward
         self.keep = keep
+        self.marker = STATUS_MARKER if not nonce else STATUS_MARKER[:-1] + b":" + nonce.encode() + b" "
         self._held = bytearray()
         self._out = {"stdout": bytearray(), "stderr": bytearray()}
         self.truncated = {"stdout": 0, "stderr": 0}
@@ -223,8 +238,8 @@ class StatusFilter:
                 self._held.clear()
                 return
             tail = bytes(self._held[idx:])
-            n = min(len(tail), len(STATUS_MARKER))
-            if tail[:n] == STATUS_MARKER[:n]:
+            n = min(len(tail), len(self.marker))
+            if tail[:n] == self.marker[:n]:
                 # Possibly the status line: forward what precedes it and hold the rest.
                 self._emit("stderr", bytes(self._held[:idx]))
                 del self._held[:idx]
@@ -235,10 +250,10 @@ class StatusFilter:
     def finish(self) -> None:
         rest = bytes(self._held)
         self._held.clear()
-        idx = rest.rfind(STATUS_MARKER)
+        idx = rest.rfind(self.marker)
         if idx >= 0:
             line_end = rest.find(b"\n", idx)
-            payload = rest[idx + len(STATUS_MARKER): line_end if line_end >= 0 else None]
+            payload = rest[idx + len(self.marker): line_end if line_end >= 0 else None]
             try:
                 self.status = json.loads(payload)
             except ValueError:
@@ -263,4 +278,5 @@ class StatusFilter:
             cancelled=bool(st.get("cancelled", False)),
             refused_links=[list(map(str, x)) for x in st.get("refused_links") or []],
             late_links=[list(map(str, x)) for x in st.get("late_links") or []],
+            result=st["result"] if isinstance(st.get("result"), str) else None,
         )

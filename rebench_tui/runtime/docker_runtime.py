@@ -27,6 +27,8 @@ from .base import (
     LABEL_MANAGED,
     STARTING_SOLUTION_DIR,
     LABEL_SESSION,
+    SCORER_LIB,
+    SCORER_LIB_PACKAGE,
     SUPERVISOR,
     ExecResult,
     OutputFn,
@@ -35,6 +37,7 @@ from .base import (
     Sandbox,
     SandboxSpec,
     StatusFilter,
+    exec_nonce,
     supervisor_argv,
 )
 from ..secrets import secrets_env_file
@@ -136,8 +139,10 @@ class DockerSandbox(Sandbox):
                               timeout=timeout, state_dir=STATE_DIR,
                               guard=(HOME, self.forbidden_link_targets) if guard_links else None)
         started = time.monotonic()
-        exec_id = self.api.exec_create(self.container.id, cmd, user="root", environment=env or {}, stdout=True, stderr=True)["Id"]
-        sink = StatusFilter(on_output)
+        nonce = exec_nonce()
+        exec_id = self.api.exec_create(self.container.id, cmd, user="root", environment={**(env or {}), "REBENCH_EXEC_NONCE": nonce},
+                                       stdout=True, stderr=True)["Id"]
+        sink = StatusFilter(on_output, nonce=nonce)
         done = threading.Event()
         if cancel is not None:
             def watch() -> None:
@@ -336,10 +341,12 @@ class DockerRuntime(Runtime):
 
     def create(self, spec: SandboxSpec, image: str | None, progress: ProgressFn) -> Sandbox:
         import docker.errors
+        from docker.types import Ulimit
 
         prof = spec.profile
         environment = {**prof.env, **spec.extra_env, "REBENCH_HOME": HOME, "REBENCH_PROTECTED": PROTECTED,
-                       "REBENCH_PROFILE": prof.name, "REBENCH_ISOLATED": "1"}
+                       "REBENCH_PROFILE": prof.name, "REBENCH_ISOLATED": "1",
+                       "REBENCH_SCORER_LIB": "/opt/rebench/lib"}
         kwargs: dict[str, Any] = dict(
             image=image,
             command=["sleep", "infinity"],
@@ -371,6 +378,11 @@ class DockerRuntime(Runtime):
             kwargs["nano_cpus"] = int(cpus * 1e9)
         if prof.memory:
             kwargs["mem_limit"] = prof.memory
+            kwargs["memswap_limit"] = prof.memory  # no swap beyond the limit: a runaway job ends, not the host's disk
+        # Processes: a fork bomb stops at the limit, inside the container (the app and the scorer's
+        # supervisor live elsewhere or already run). Open files: per process.
+        kwargs["pids_limit"] = prof.pids
+        kwargs["ulimits"] = [Ulimit(name="nofile", soft=prof.open_files, hard=prof.open_files)]
         if prof.gpus:
             kwargs["device_requests"] = [self._gpu_request(prof.gpus, progress)]
         progress(f"creating container rebench-{spec.session_id} from {image}")
@@ -393,6 +405,12 @@ class DockerRuntime(Runtime):
                     kept="nothing was started (the half-created container was removed); the session folder is kept",
                     fix=NVIDIA_FIX,
                 ) from None
+            if "rlimit" in text:
+                raise RebenchError(f"the container did not start: the engine may not grant its limits (open files "
+                                   f"{prof.open_files}, processes {prof.pids}): {exc.explanation or text}",
+                                   kept="the session folder (the half-created container was removed)",
+                                   fix="raise the engine's own limit (LimitNOFILE of dockerd), or lower the profile's "
+                                       "resources.open_files in environment.toml") from None
             raise RebenchError(f"the container did not start: {exc.explanation or text}", kept="the session folder",
                                fix="see `docker logs` on the engine; run `rebench-tui doctor`") from None
         sandbox = DockerSandbox(self, container, spec)
@@ -463,6 +481,10 @@ class DockerRuntime(Runtime):
                 add(tar, "opt/rebench/supervise.py", SUPERVISOR.read_bytes(), 0o755)
                 add(tar, "opt/rebench/capture.py", DAEMON.read_bytes(), 0o755)
                 add(tar, "opt/rebench/poller.py", POLLER.read_bytes(), 0o755)
+                add(tar, "opt/rebench/lib", None, 0o755)
+                add(tar, f"opt/rebench/lib/{SCORER_LIB_PACKAGE}", None, 0o755)
+                for module in sorted((SCORER_LIB / SCORER_LIB_PACKAGE).glob("*.py")):
+                    add(tar, f"opt/rebench/lib/{SCORER_LIB_PACKAGE}/{module.name}", module.read_bytes(), 0o644)
                 add(tar, "etc/profile.d", None, 0o755)
                 add(tar, "etc/profile.d/zz-rebench.sh", HOOKS.read_bytes(), 0o644)
                 if fresh:

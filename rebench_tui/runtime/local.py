@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..catalog import Environment, Profile
-from .base import ASSETS_DIR, STARTING_SOLUTION_DIR, SUPERVISOR, ExecResult, OutputFn, ProgressFn, Runtime, Sandbox, SandboxSpec, StatusFilter, supervisor_argv
+from .base import ASSETS_DIR, SCORER_LIB, STARTING_SOLUTION_DIR, SUPERVISOR, ExecResult, OutputFn, ProgressFn, Runtime, Sandbox, SandboxSpec, StatusFilter, exec_nonce, supervisor_argv
 
 
 def _pump(stream, name: str, sink: StatusFilter, lock: threading.Lock) -> None:
@@ -50,6 +50,7 @@ class LocalSandbox(Sandbox):
             "REBENCH_PROTECTED": self.protected,
             "REBENCH_PROFILE": self.spec.profile.name,
             "REBENCH_ISOLATED": "0",
+            "REBENCH_SCORER_LIB": str(SCORER_LIB),
         })
         return env
 
@@ -59,9 +60,11 @@ class LocalSandbox(Sandbox):
         token = uuid.uuid4().hex
         full_env = self._base_env()
         full_env.update(env or {})
+        nonce = exec_nonce()
+        full_env["REBENCH_EXEC_NONCE"] = nonce
         cmd = supervisor_argv(sys.executable, str(SUPERVISOR), token, argv, user=None, workdir=workdir or self.home,
                               timeout=timeout, state_dir=self._run_dir)
-        sink = StatusFilter(on_output)
+        sink = StatusFilter(on_output, nonce=nonce)
         lock = threading.Lock()
         started = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, stdin=subprocess.DEVNULL)

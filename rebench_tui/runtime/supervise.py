@@ -9,9 +9,17 @@ by the sandbox's own ``python3``, as root where it can, dropping to the particip
     supervise.py cancel --token T --state-dir D
 
 ``run`` passes the command's output straight through, kills the whole process group when the
-timeout passes, when cancelled, or when the command exits (no stragglers), and writes one status
-line to stderr last: ``\\x1erebench-exec {"returncode": .., "timed_out": .., "cancelled": ..,
-"duration_s": ..}`` (with ``--guard-links``, also ``refused_links`` found before the command,
+timeout passes, when cancelled, or when the command exits, and then every process the command
+left behind anywhere below it (the supervisor is their subreaper: a daemon that forked twice and
+left its group is still found), and writes one status line to stderr last:
+``\\x1erebench-exec[:NONCE] {"returncode": .., "timed_out": .., "cancelled": .., "duration_s": ..}``.
+NONCE comes from the ``REBENCH_EXEC_NONCE`` variable (removed before the command starts), so a
+line the command prints cannot pass for the status.
+
+The result channel: the command gets ``REBENCH_RESULT_FD``, a file descriptor of an unlinked file
+in the (root-only) state folder. A scorer writes its result there (``rebench_scorer.result``); the
+status line carries what it wrote as ``result``. Processes the scorer starts for the participant
+never inherit it, so a result can come only from the scorer's own process. (with ``--guard-links``, also ``refused_links`` found before the command,
 which then does not run, and ``late_links`` found after it). A command killed by a signal has returncode 128 + signal (137 for SIGKILL,
 which is what the kernel's OOM killer sends); a timeout or a cancel is reported by its own flag.
 """
@@ -100,6 +108,101 @@ def find_links(root: str, forbid_paths: list[str]) -> list[list[str]]:
     return found
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> bool:
+    """Orphans of the command (double-forked daemons) become our children, so they can be ended."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return kids
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and int(fields[1]) == pid:
+            kids.append(int(name))
+    return kids
+
+
+def _end_descendants() -> int:
+    """SIGKILL every process below this one, again and again until none is left (a fork bomb keeps
+    forking while we look); reap them. Returns how many were killed."""
+    me = os.getpid()
+    killed = 0
+    for _round in range(200):
+        found: list[int] = []
+        todo = _children(me)
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo.extend(_children(pid))
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        while True:  # reap what has died (orphans reparented to us included)
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                time.sleep(0.01)
+                break
+    return killed
+
+
+def _result_fd(state_dir: str) -> int:
+    """An unlinked, root-only file for the command's result (see the module docstring)."""
+    while True:
+        path = os.path.join(state_dir, "result-" + os.urandom(8).hex())
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        os.unlink(path)
+        os.set_inheritable(fd, True)
+        return fd
+
+
+RESULT_LIMIT = 1 << 20
+
+
+def _read_result(fd: int) -> str | None:
+    size = os.fstat(fd).st_size
+    if not size:
+        return None
+    os.lseek(fd, max(0, size - RESULT_LIMIT), 0)
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -161,6 +264,11 @@ def _spawn(argv: list[str], cwd: str | None, env: dict[str, str], account: tuple
 def run(args: "Args") -> int:
     os.makedirs(args.state_dir, mode=0o700, exist_ok=True)
     env = dict(os.environ)
+    nonce = env.pop("REBENCH_EXEC_NONCE", "")
+    marker = "\x1erebench-exec" + (":" + nonce if nonce else "") + " "
+    result_fd = _result_fd(args.state_dir)
+    env["REBENCH_RESULT_FD"] = str(result_fd)
+    subreaper = _become_subreaper()
     account = None
     private_tmp = None
     if args.user and os.geteuid() == 0:
@@ -197,7 +305,7 @@ def run(args: "Args") -> int:
     refused = find_links(args.guard_links, args.forbid) if args.guard_links else []
     if refused:
         status.update({"returncode": 126, "refused_links": refused, "duration_s": 0.0})
-        sys.stderr.write("\x1erebench-exec " + _json(status) + "\n")
+        sys.stderr.write(marker + _json(status) + "\n")
         return 0
     try:
         pid = _spawn(args.argv, args.cwd or None, env, account)
@@ -215,6 +323,8 @@ def run(args: "Args") -> int:
         _pid, wstatus = os.waitpid(pid, 0)  # retried after a signal handler runs (PEP 475)
         signal.setitimer(signal.ITIMER_REAL, 0)
         _kill_group(pid)  # stragglers left in the group
+        if subreaper:
+            status["stragglers_killed"] = _end_descendants()
         status["returncode"] = os.waitstatus_to_exitcode(wstatus)
         if status["returncode"] < 0:
             status["returncode"] = 128 - status["returncode"]
@@ -231,10 +341,13 @@ def run(args: "Args") -> int:
 
         shutil.rmtree(private_tmp, ignore_errors=True)
     status["duration_s"] = round(time.monotonic() - started, 6)
+    result = _read_result(result_fd)
+    if result is not None:
+        status["result"] = result
     if args.guard_links:
         status["late_links"] = find_links(args.guard_links, args.forbid)
     sys.stdout.flush()
-    sys.stderr.write("\x1erebench-exec " + _json(status) + "\n")
+    sys.stderr.write(marker + _json(status) + "\n")
     sys.stderr.flush()
     return 0
 

@@ -499,7 +499,9 @@ class Session:
                 self.audit.fill(reservation, log("scoring cancelled by the participant", {"event": "score_cancelled",
                                                                                           "duration_s": result.duration_s}, title="score"))
                 return None
-            parsed = self._redacted(parse_scorer_output(result.stdout, result.stderr, result.exit_code, timed_out=result.timed_out))
+            parsed = self._redacted(parse_scorer_output(result.result, result.stdout, result.stderr, result.exit_code,
+                                                         timed_out=result.timed_out))
+            parsed = self._with_scorer_identity(parsed)
             late = result.late_links
             if late:  # made while the scorer ran: what it printed may hold what they point at; none of it is kept
                 parsed = ScoreResult(math.nan, {"error": "links into the protected area appeared during scoring; the result "
@@ -530,6 +532,15 @@ class Session:
             return record
         finally:
             self._score_lock.release()
+
+    def _with_scorer_identity(self, parsed: ScoreResult) -> ScoreResult:
+        """Record which scorer produced the result: the digest it reported over its own files, and
+        whether that is the digest of this environment's protected folder as catalogued here."""
+        expected = self.env.scorer_sha256
+        reported = parsed.details.get("scorer_sha256")
+        details = {**parsed.details, "scorer_sha256": reported, "scorer_sha256_expected": expected,
+                   "scorer_matches_catalog": reported == expected}
+        return ScoreResult(parsed.score, parsed.message, details)
 
     def _flush_score_log(self) -> None:
         """Write score-log rows still waiting (a full disk held them back), oldest first."""

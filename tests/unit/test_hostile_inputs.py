@@ -183,7 +183,7 @@ SCORER_OUTPUT_CASES = {
 @pytest.mark.parametrize("case", list(SCORER_OUTPUT_CASES), ids=list(SCORER_OUTPUT_CASES))
 def test_hostile_scorer_output_is_parsed_safely(case):
     stdout, stderr, rc, want, key = SCORER_OUTPUT_CASES[case]
-    r = parse_scorer_output(stdout, stderr, rc, timed_out=case == "timeout")
+    r = parse_scorer_output(stdout, stdout, stderr, rc, timed_out=case == "timeout")
     if want is None:
         assert math.isnan(r.score)
     else:
@@ -200,7 +200,7 @@ SIGNALS = [s for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, *SIGNALS], ids=lambda s: s.name)
 def test_scorer_killed_by_each_signal(sig):
-    r = parse_scorer_output("partial output", "", 128 + sig.value)
+    r = parse_scorer_output(None, "partial output", "", 128 + sig.value)
     assert math.isnan(r.score)
     if sig == signal.SIGKILL:
         assert r.message == {"out_of_memory": True}
@@ -245,8 +245,8 @@ REAL_RUNS = {
     "SIGTERM": ("signal:SIGTERM", "exited with status 143"),
     "SIGABRT": ("signal:SIGABRT", "exited with status 134"),
     "SIGKILL": ("signal:SIGKILL", "out_of_memory"),
-    "binary": ("binary", "printed no result line"),
-    "silent": ("silent", "printed no result line"),
+    "binary": ("binary", "no result line"),
+    "silent": ("silent", "no result line"),
     "status-marker": ("status-marker", "exited with status 5"),
 }
 

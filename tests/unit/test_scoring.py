@@ -19,7 +19,7 @@ def line(score, message=None, details=None):
 
 def test_parses_the_last_result_line_and_keeps_other_output():
     out = "compiling...\n" + line(1.0, {"a": 1}) + "\nmore noise\n" + line(0.5, {"time": 2}, {"seed": 7}) + "\n"
-    r = parse_scorer_output(out, "warning: x", 0)
+    r = parse_scorer_output(out, out, "warning: x", 0)
     assert r.score == 0.5 and r.valid
     assert r.message == {"time": 2}
     assert r.details["seed"] == 7
@@ -30,15 +30,15 @@ def test_parses_the_last_result_line_and_keeps_other_output():
 @pytest.mark.parametrize("value", ["NaN", "nan", None, float("nan")])
 def test_nan_spellings_are_invalid(value):
     out = json.dumps({"score": value, "message": {"why": "bad"}}) if value == value else '{"score": NaN, "message": {"why": "bad"}}'
-    r = parse_scorer_output(out, "", 0)
+    r = parse_scorer_output(out, out, "", 0)
     assert math.isnan(r.score) and not r.valid
     assert r.message["why"] == "bad"
 
 
 def test_timeout_and_oom_are_named():
-    t = parse_scorer_output(line(1.0), "", 137, timed_out=True)
+    t = parse_scorer_output(line(1.0), line(1.0), "", 137, timed_out=True)
     assert math.isnan(t.score) and t.message == {"timeout": True}
-    o = parse_scorer_output("", "Killed", 137)
+    o = parse_scorer_output("", "", "Killed", 137)
     assert math.isnan(o.score) and o.message == {"out_of_memory": True}
 
 
@@ -49,25 +49,25 @@ def test_timeout_and_oom_are_named():
     ("", 3, "status 3"),
 ])
 def test_unparseable_output_is_nan_with_reason(stdout, code, reason):
-    r = parse_scorer_output(stdout, "", code)
+    r = parse_scorer_output(stdout, stdout, "", code)
     assert math.isnan(r.score)
     assert reason in r.message["error"]
 
 
 def test_nonzero_exit_invalidates_a_reported_score():
-    r = parse_scorer_output(line(0.3), "Traceback", 1)
+    r = parse_scorer_output(line(0.3), line(0.3), "Traceback", 1)
     assert math.isnan(r.score)
     assert r.details["reported_score"] == 0.3
 
 
 def test_non_numeric_score_and_non_object_message():
-    r = parse_scorer_output('{"score": "fast", "message": "hello"}', "", 0)
+    r = parse_scorer_output('{"score": "fast", "message": "hello"}', '', "", 0)
     assert math.isnan(r.score)
     assert r.message["value"] == "hello" and "not a number" in r.message["error"]
 
 
 def test_long_output_is_cut_to_a_tail():
-    r = parse_scorer_output("x" * 100_000 + "\n" + line(1.0), "", 0)
+    r = parse_scorer_output("x" * 100_000 + "\n" + line(1.0), "x" * 100_000 + "\n" + line(1.0), "", 0)
     assert len(r.details["stdout_tail"]) <= 4001
 
 
@@ -109,3 +109,13 @@ def test_json_score():
     assert json_score(math.inf) == "Infinity"
     assert json_score(-math.inf) == "-Infinity"
     assert json_score(1.5) == 1.5
+
+
+def test_a_result_line_on_stdout_does_not_count():
+    """Only the scorer's result channel carries a result: the same line printed on stdout (by
+    participant code, say) is output, and the scoring is NaN with the reason."""
+    r = parse_scorer_output(None, line(-9.0), "", 0)
+    assert math.isnan(r.score)
+    assert "result channel" in r.message["error"]
+    honest = parse_scorer_output(line(0.5), line(-9.0) + "\n" + line(0.5), "", 0)
+    assert honest.score == 0.5

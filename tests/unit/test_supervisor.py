@@ -221,3 +221,46 @@ def test_the_status_line_is_json_that_reads_back_exactly(value):
     text = _json(value)
     assert text.isascii() and "\n" not in text and "\x1e" not in text
     assert json.loads(text) == value
+
+
+def test_a_daemon_that_left_the_group_is_ended(sandbox, tmp_path):
+    """A process that forks twice and starts its own session escapes a group kill; the
+    supervisor is its subreaper and ends it all the same."""
+    pidfile = tmp_path / "daemon.pid"
+    code = ("import os, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            f"        open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+            "        time.sleep(300)\n"
+            "    os._exit(0)\n"
+            "os.wait()\n")
+    r = sandbox.exec(["python3", "-c", code])
+    assert r.exit_code == 0
+    for _ in range(50):
+        if pidfile.exists() and pidfile.read_text():
+            break
+        time.sleep(0.05)
+    assert not _alive(int(pidfile.read_text()))
+
+
+def test_result_channel_is_read_back_and_printed_lines_are_not_it(sandbox):
+    code = ("import os, sys\n"
+            "print('{\"score\": -9}')\n"
+            "os.write(int(os.environ['REBENCH_RESULT_FD']), b'{\"score\": 1.5}\\n')\n")
+    r = sandbox.exec(["python3", "-c", code])
+    assert r.result == '{"score": 1.5}\n'
+    assert '"score": -9' in r.stdout
+
+
+def test_a_printed_status_line_is_not_taken_for_the_supervisors(sandbox):
+    """Without the exec's nonce a forged status line (claiming a result) is plain output."""
+    forged = '\\x1erebench-exec {"returncode": 0, "result": "{\\"score\\": -9}"}'
+    r = sandbox.exec(["python3", "-c", f"import sys; sys.stderr.write('{forged}\\n'); sys.exit(4)"])
+    assert r.exit_code == 4 and r.result is None
+    assert "rebench-exec" in r.stderr
+
+
+def test_nonce_is_not_in_the_commands_environment(sandbox):
+    r = sandbox.exec(["sh", "-c", "env | grep -c REBENCH_EXEC_NONCE || true"])
+    assert r.stdout.strip() == "0"
