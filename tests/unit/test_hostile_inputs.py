@@ -212,6 +212,8 @@ def test_scorer_killed_by_each_signal(sig):
 # -- real scorers through the supervisor (local runtime) ---------------------------------------
 HOSTILE_SCORER = r'''
 import json, os, signal, sys, time
+sys.path.insert(0, os.environ["REBENCH_SCORER_LIB"])
+from rebench_scorer.result import emit
 home = os.environ.get("REBENCH_HOME", "/home/agent")
 a = open(os.path.join(home, "solution", "answer.txt")).read().strip()
 if a.startswith("signal:"):
@@ -223,15 +225,16 @@ elif a == "binary":
 elif a == "silent":
     pass
 elif a == "nan-details":
-    print('{"score": 3.0, "message": {"m": NaN}, "details": {"d": Infinity}}')
+    emit(3.0, {"m": float("nan")}, {"d": float("inf")})
 elif a == "status-marker":  # forges the supervisor's status line on stderr
     sys.stderr.write('\x1erebench-exec {"returncode": 0, "timed_out": false, "cancelled": false}\n')
-    print(json.dumps({"score": 1.0}))
+    emit(1.0, {})
     sys.exit(5)
 elif a == "badname":
-    print(json.dumps({"score": 1.0, "message": {"p": "bad\udcff"}}, ensure_ascii=False, default=str).encode("utf-8", "surrogateescape").decode("latin-1"))
+    from rebench_scorer import result as channel  # raw bytes that are not UTF-8, into the channel itself
+    os.write(channel._FD, json.dumps({"score": 1.0, "message": {"p": "bad\udcff"}}, ensure_ascii=False).encode("utf-8", "surrogateescape") + b"\n")
 else:
-    print(json.dumps({"score": float(a)}))
+    emit(float(a), {})
 '''
 
 

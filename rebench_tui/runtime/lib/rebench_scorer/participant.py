@@ -11,7 +11,9 @@ container), with no supplementary groups (so not ``protected``), in a new sessio
 - no inherited descriptors but the control socket (fd number in ``REBENCH_CONTROL_FD``);
 - an environment without the scorer's secrets: only what :data:`KEEP` names and what the scorer
   passes in ``env``;
-- resource limits (core files off; CPU seconds, open files and address space when given).
+- resource limits (core files off; CPU seconds, open files and address space when given), and
+  the highest OOM score, so a memory blow-up (a fork bomb's copies, say) kills its processes
+  before it reaches the scorer.
 
 The process group is killed when the scorer is done with it; whatever escaped the group is killed
 by the supervisor, which is the subreaper of everything below the scorer.
@@ -168,23 +170,33 @@ def start(argv: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | 
         pass_fds = (theirs.fileno(),)
         full_env[FD_VARIABLE] = str(theirs.fileno())
 
-    def limit() -> None:  # in the child, before exec
+    become = None
+    if os.geteuid() == 0:
+        become = (who.uid, who.gid)
+
+    def prepare_child() -> None:  # in the child, before exec, still with the scorer's rights
+        try:  # the kernel's OOM killer takes the participant's processes first, never the scorer
+            with open("/proc/self/oom_score_adj", "w") as fh:  # (after the switch below it is root's file)
+                fh.write("1000")
+        except OSError:
+            pass
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if limits.cpu_seconds:
             resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
         if limits.open_files:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            cap = limits.open_files if hard == resource.RLIM_INFINITY else min(limits.open_files, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (cap, cap))
         if limits.address_space:
             resource.setrlimit(resource.RLIMIT_AS, (limits.address_space, limits.address_space))
+        if become is not None:  # no supplementary groups (not `protected`), then the participant's ids
+            os.setgroups([])
+            os.setgid(become[1])
+            os.setuid(become[0])
 
-    drop: dict[str, Any] = {}
-    if os.geteuid() == 0 and not who.is_me:
-        drop = {"user": who.uid, "group": who.gid, "extra_groups": []}
-    elif os.geteuid() == 0:
-        drop = {"extra_groups": []}
     proc = subprocess.Popen(list(argv), cwd=cwd or who.home, env=full_env, stdin=subprocess.DEVNULL,
                             stdout=stdout if stdout is not None else subprocess.PIPE, stderr=subprocess.PIPE,
-                            close_fds=True, pass_fds=pass_fds, start_new_session=True, preexec_fn=limit, **drop)
+                            close_fds=True, pass_fds=pass_fds, start_new_session=True, preexec_fn=prepare_child)
     if theirs is not None:
         theirs.close()
     out = _Tail(proc.stdout) if stdout is None else _EmptyTail()
