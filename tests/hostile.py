@@ -91,7 +91,8 @@ def arena_fixture(env_id: str):
         settings = Settings(root=ROOT, sessions_dir=tmp / "sessions")
         env = load_catalog(ROOT / "environments", KNOWN_IMAGES).get(env_id)
         store = AssetStore(Settings().cache_dir)
-        store.prepare(env, "smoke", "synthetic")  # a no-op where scripts/engine prepared them already
+        if env.manifest.assets is not None:
+            store.prepare(env, "smoke", "synthetic")  # a no-op where scripts/engine prepared them already
         rt = DockerRuntime(client, None, settings.images, settings.cache_dir)
         s = Session.create(env, "smoke", rt, settings.sessions, asset_store=store)
         a = Arena(s, env)

@@ -1,164 +1,240 @@
-"""Scorer for triton_cumsum: exactness first, then speed.
+"""Scorer for triton_cumsum: exactness first, then speed, with the participant's code in a
+process of its own.
 
-Run by the workstation as root inside the container (or by the local runtime), with
-REBENCH_HOME (the participant's home) and REBENCH_PROFILE (gpu or smoke) set. Prints one JSON
-line last: {"score": ln(milliseconds) or NaN, "message": {...}, "details": {...}}.
+Run by the workstation as root inside the container (or by the local runtime) with REBENCH_HOME
+and REBENCH_PROFILE (gpu or smoke). The result goes into the scorer's result channel
+(rebench_scorer.result), never through stdout.
 
-Every scoring draws a fresh random input (int32 in [-10, 10)), so no answer can be cached.
-Steps: import the participant's solution (an import error is NaN); a small exactness check on
-1,024 elements; warm-up calls at full size; timed calls at full size, each checked for exact
-equality with a PyTorch reference. The score is the log of the median timed call in
-milliseconds. Timed calls run under an alarm; running past it gives NaN with {"timeout": true}.
+Who does what:
+- The participant's ``solution.py`` is imported and called only in a worker process (worker.py,
+  run as the participant with no access to /protected, this process's memory, its clock or its
+  result channel). It gets inputs and hands outputs back through shared buffers (memfd on the
+  CPU, CUDA IPC on a GPU) and a control socket.
+- This process draws every input (fresh random int32 in [-10, 10) for every call), computes the
+  expected output with its own PyTorch reference, times the calls with its own clock, and checks
+  every output.
+
+Timing: a batch of K calls on K different inputs. The clock starts when the inputs are in place
+and the request is sent; it stops when this process has itself read the right values at S secret
+random positions of every output (so a worker that says "done" before its kernels have finished
+gains nothing: the check fails until they have). Then, outside the clock, every element of every
+output is compared. The score is ln of the median over timed batches of (batch time / K), in
+milliseconds. The per-batch cost of the hand-over (a request, a reply, opening K output buffers
+and one gather) is part of the time; reference/device_logs has it measured against the old
+in-process CUDA-event figure.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import math
 import os
-import signal
-import statistics
 import sys
-import time
-import traceback
+
+sys.path.insert(0, os.environ.get("REBENCH_SCORER_LIB", "/opt/rebench/lib"))
+from rebench_scorer import result  # noqa: E402  (first: takes the result channel out of reach)
+
+import math  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+from rebench_scorer import arrays, participant  # noqa: E402
+from rebench_scorer.channel import ChannelError  # noqa: E402
 
 PROFILES = {
-    # elements, warm-up calls, timed calls, alarm for warm-ups + timed calls (seconds)
-    "gpu": {"n": 100_000_000, "warmups": 3, "runs": 10, "alarm_s": 20},
-    "smoke": {"n": 16_384, "warmups": 1, "runs": 3, "alarm_s": 120},
+    # n: elements per call; k: calls per batch (each its own input); warmup/timed: batches;
+    # samples: secret positions read per output to stop the clock; budget_s: everything after import
+    "gpu": {"n": 100_000_000, "k": 10, "warmup": 1, "timed": 5, "samples": 4096, "budget_s": 120, "import_s": 120},
+    "smoke": {"n": 16_384, "k": 2, "warmup": 0, "timed": 3, "samples": 256, "budget_s": 150, "import_s": 90},
 }
 CHECK_N = 1024
 LOW, HIGH = -10, 10
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def emit(score: float, message: dict, details: dict | None = None) -> None:
-    print(json.dumps({"score": score if math.isfinite(score) else "NaN", "message": message, "details": details or {}}))
-    sys.stdout.flush()
+class Invalid(Exception):
+    """The solution's answer is wrong or it broke the protocol: NaN with this message."""
 
-
-class Alarm(Exception):
-    pass
-
-
-def on_alarm(_signum, _frame):
-    raise Alarm()
+    def __init__(self, message: dict) -> None:
+        super().__init__(str(message))
+        self.message = message
 
 
 def reference(x):
     import torch
 
     positive = (x > 0).to(torch.int64)
-    odd_before = torch.remainder(torch.cumsum(positive, 0) - positive, 2).bool()
-    return torch.cumsum(torch.where(odd_before, x.to(torch.int64), 0), 0).to(torch.int32)
+    odd_before = torch.remainder(torch.cumsum(positive, -1) - positive, 2).bool()
+    return torch.cumsum(torch.where(odd_before, x.to(torch.int64), 0), -1).to(torch.int32)
 
 
 def first_difference(out, expected) -> int | None:
     import torch
 
-    if out.shape != expected.shape:
-        return 0
-    diff = torch.nonzero(out.to(torch.int64) != expected.to(torch.int64))
+    diff = torch.nonzero((out.to(torch.int64) != expected.to(torch.int64)).reshape(-1))
     return int(diff[0, 0]) if diff.numel() else None
 
 
-def load_solution(home: str):
-    path = os.path.join(home, "solution", "solution.py")
-    sys.path.insert(0, os.path.dirname(path))
-    spec = importlib.util.spec_from_file_location("solution", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.prefix_sum
+class Harness:
+    """This side of the exchange with the worker."""
+
+    def __init__(self, worker: participant.Participant, device: str, gen, deadline: float) -> None:
+        self.worker = worker
+        self.device = device
+        self.gen = gen
+        self.deadline = deadline
+
+    def _recv(self) -> dict:
+        """The worker's next message. Its process ending is an answer too (children it left may
+        still hold the socket open), looked at every half second."""
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError()
+            try:
+                msg, fds = self.worker.channel.recv(timeout=min(left, 0.5))
+                break
+            except ChannelError as exc:
+                if "in time" not in str(exc):
+                    raise Invalid({"error": f"the solution's process stopped answering: {exc}"}) from None
+                if not self.worker.alive():
+                    raise Invalid({"error": f"the solution's process ended (exit status {self.worker.wait(0)})"}) from None
+        for fd in fds:  # nothing is expected to come this way
+            os.close(fd)
+        if "error" in msg:
+            raise Invalid({"error": str(msg.get("error"))[:2000], "results_match": False})
+        return msg
+
+    def batch(self, n: int, k: int, samples: int) -> tuple[float, object, object]:
+        """One timed batch: (seconds from request to checked samples, the outputs, the expected)."""
+        import torch
+
+        x = torch.randint(LOW, HIGH, (k, n), dtype=torch.int32, device=self.device, generator=self.gen)
+        expected = reference(x)
+        pos = torch.randint(0, n, (k, samples), device=self.device, generator=self.gen)
+        want = torch.gather(expected, 1, pos)
+        if self.device == "cuda":
+            desc = arrays.share_cuda(x, reader_uid=self.worker.who.uid)
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            self.worker.channel.send({"op": "run", "k": k, "n": n, "input": desc})
+            reply = self._recv()
+            outputs = reply.get("outputs")
+            if not isinstance(outputs, list) or len(outputs) != k:
+                raise Invalid({"error": f"the solution's process handed back {type(outputs).__name__} instead of {k} outputs"})
+            try:
+                outs = [arrays.open_cuda(d, dtype="int32", shape=[n]) for d in outputs]
+            except (arrays.ShareError, RuntimeError) as exc:
+                raise Invalid({"error": f"an output is not a 1-D int32 CUDA tensor of {n} elements: {exc}",
+                               "results_match": False}) from None
+            out = outs  # the opened buffers themselves: nothing is copied
+            got = lambda: torch.stack([torch.gather(o, 0, pos[i]) for i, o in enumerate(outs)])  # noqa: E731
+        else:
+            nbytes = k * n * 4
+            in_fd, out_fd = arrays.memfd(nbytes, "input"), arrays.memfd(nbytes, "output")
+            inp = arrays.tensor_on(arrays.map_fd(in_fd, nbytes, writable=True), "int32", [k, n])
+            inp.copy_(x)
+            out = arrays.tensor_on(arrays.map_fd(out_fd, nbytes, writable=True), "int32", [k, n])
+            out.fill_(-1)
+            ro = arrays.read_only_fd(in_fd)
+            started = time.perf_counter()
+            self.worker.channel.send({"op": "run", "k": k, "n": n, "input": {"kind": "memfd"}}, fds=[ro, out_fd])
+            os.close(ro)
+            self._recv()
+            got = lambda: torch.gather(out, 1, pos)  # noqa: E731
+        # Stop the clock only on values this process has read itself.
+        polls = 0
+        while True:
+            sample = got()
+            if torch.equal(sample, want):
+                break
+            polls += 1
+            if polls > 200 or time.monotonic() > self.deadline:
+                break  # wrong (or never finished): the full check below says where
+            time.sleep(0.0005)
+        elapsed = time.perf_counter() - started
+        return elapsed, out, expected
+
+    def release(self) -> None:
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+            self.worker.channel.send({"op": "release"})
+            self._recv()
+
+
+def check(outs, expected, n: int) -> None:
+    for i in range(expected.shape[0]):
+        bad = first_difference(outs[i], expected[i])
+        if bad is not None:
+            raise Invalid({"results_match": False, "first_different_index": bad, "checked_n": n})
+
+
+def score(profile: str, cfg: dict, details: dict) -> tuple[float, dict]:
+    import torch
+
+    device = "cuda" if profile == "gpu" else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise Invalid({"error": "the gpu profile needs a CUDA device and none is visible"})
+    details.update({"profile": profile, "n": cfg["n"], "calls_per_batch": cfg["k"], "device": device,
+                    "torch": torch.__version__, "harness": "separate process"})
+    with open(os.path.join(HERE, "worker.py"), encoding="utf-8") as fh:
+        code = fh.read()
+    lib = os.environ.get("REBENCH_SCORER_LIB", "/opt/rebench/lib")
+    worker = participant.start([sys.executable, "-c", code], env={"REBENCH_SCORER_LIB": lib},
+                               cwd=os.path.join(participant.account().home, "solution"))
+    details["_worker"] = worker
+    seed = int.from_bytes(os.urandom(8), "little")
+    gen = torch.Generator(device=device).manual_seed(seed)
+    h = Harness(worker, device, gen, time.monotonic() + cfg["import_s"])
+    ready = h._recv()
+    if not ready.get("ready"):
+        raise Invalid({"error": "the solution's process did not say it was ready"})
+    h.deadline = time.monotonic() + cfg["budget_s"]
+    # 1) exactness on a small input (catches most bugs fast, and compile errors)
+    _t, outs, expected = h.batch(CHECK_N, 1, min(cfg["samples"], CHECK_N))
+    check(outs, expected, CHECK_N)
+    h.release()
+    # 2) full size: warm-up batches, then timed ones; every output checked
+    per_call_ms: list[float] = []
+    for b in range(cfg["warmup"] + cfg["timed"]):
+        elapsed, outs, expected = h.batch(cfg["n"], cfg["k"], cfg["samples"])
+        check(outs, expected, cfg["n"])
+        del outs
+        h.release()
+        if b >= cfg["warmup"]:
+            per_call_ms.append(elapsed * 1000 / cfg["k"])
+    median = statistics.median(per_call_ms)
+    details["per_call_ms"] = [round(t, 5) for t in per_call_ms]
+    return math.log(median), {"time": median / 1000.0, "time_ms": round(median, 5), "results_match": True,
+                              "first_different_index": None}
 
 
 def main() -> int:
     profile = os.environ.get("REBENCH_PROFILE", "gpu")
     cfg = PROFILES.get(profile)
+    details: dict = {}
     if cfg is None:
-        emit(math.nan, {"error": f"unknown profile {profile!r}"})
+        result.emit(math.nan, {"error": f"unknown profile {profile!r}"})
         return 0
-    import torch
-
-    device = "cuda" if profile == "gpu" else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        emit(math.nan, {"error": "the gpu profile needs a CUDA device and none is visible"})
-        return 0
-    details = {"profile": profile, "n": cfg["n"], "device": device, "torch": torch.__version__}
     try:
-        prefix_sum = load_solution(os.environ.get("REBENCH_HOME", "/home/agent"))
-    except Exception as exc:  # noqa: BLE001 - any failure to import is the participant's to see
-        emit(math.nan, {"error": f"could not import solution.py: {type(exc).__name__}: {exc}"},
-             {**details, "traceback": traceback.format_exc()[-4000:]})
-        return 0
-
-    seed = int.from_bytes(os.urandom(8), "little")
-    gen = torch.Generator(device=device).manual_seed(seed)
-    details["seed"] = seed
-
-    def sync():
-        if device == "cuda":
-            torch.cuda.synchronize()
-
-    def call(x):
-        out = prefix_sum(x.clone())
-        sync()
-        return out
-
-    # 1) exactness on a small input (catches most bugs fast, and compile errors)
-    small = torch.randint(LOW, HIGH, (CHECK_N,), dtype=torch.int32, device=device, generator=gen)
-    try:
-        out = call(small)
-    except Exception as exc:  # noqa: BLE001
-        emit(math.nan, {"error": f"prefix_sum raised {type(exc).__name__}: {exc}", "results_match": False},
-             {**details, "traceback": traceback.format_exc()[-4000:]})
-        return 0
-    bad = first_difference(out, reference(small))
-    if bad is not None:
-        emit(math.nan, {"results_match": False, "first_different_index": bad, "checked_n": CHECK_N}, details)
-        return 0
-
-    # 2) full size: warm-ups, then timed calls, all under one alarm
-    x = torch.randint(LOW, HIGH, (cfg["n"],), dtype=torch.int32, device=device, generator=gen)
-    expected = reference(x)
-    sync()
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(cfg["alarm_s"])
-    times_ms: list[float] = []
-    try:
-        for _ in range(cfg["warmups"]):
-            call(x)
-        for _ in range(cfg["runs"]):
-            inp = x.clone()
-            sync()
-            if device == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                out = prefix_sum(inp)
-                end.record()
-                torch.cuda.synchronize()
-                times_ms.append(start.elapsed_time(end))
-            else:
-                t0 = time.perf_counter()
-                out = prefix_sum(inp)
-                times_ms.append((time.perf_counter() - t0) * 1000)
-            bad = first_difference(out, expected)
-            if bad is not None:
-                signal.alarm(0)
-                emit(math.nan, {"results_match": False, "first_different_index": bad}, {**details, "times_ms": times_ms})
-                return 0
-    except Alarm:
-        emit(math.nan, {"timeout": True}, {**details, "alarm_s": cfg["alarm_s"], "times_ms": times_ms})
-        return 0
-    except Exception as exc:  # noqa: BLE001
-        signal.alarm(0)
-        emit(math.nan, {"error": f"prefix_sum raised {type(exc).__name__}: {exc}", "results_match": False},
-             {**details, "traceback": traceback.format_exc()[-4000:]})
-        return 0
-    signal.alarm(0)
-    median = statistics.median(times_ms)
-    details["times_ms"] = [round(t, 5) for t in times_ms]
-    emit(math.log(median), {"time": median / 1000.0, "time_ms": round(median, 5), "results_match": True,
-                            "first_different_index": None}, details)
+        value, message = score(profile, cfg, details)
+    except Invalid as exc:
+        value, message = math.nan, exc.message
+    except TimeoutError:
+        value, message = math.nan, {"timeout": True}
+    except Exception as exc:  # noqa: BLE001 - a fault of the scorer's own: say so
+        value, message = math.nan, {"error": f"the scorer failed: {type(exc).__name__}: {exc}"}
+    worker = details.pop("_worker", None)
+    if worker is not None:
+        try:
+            if worker.alive():
+                worker.channel.send({"op": "exit"})
+                worker.wait(2)
+        except ChannelError:
+            pass
+        worker.kill()
+        details.update(worker.report())
+    result.emit(value, message, details)
     return 0
 
 

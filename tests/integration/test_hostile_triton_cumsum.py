@@ -1,0 +1,91 @@
+"""triton_cumsum's scorer against hostile solutions, in a real container (smoke profile).
+
+Each solution in environments/triton_cumsum/reference/hostile/ tries one way to a score it did not
+earn. Each must end as NaN with a reason, or as a score no better than the honest starting
+solution's (they all compute the answer honestly after their trick, with the same slow PyTorch
+code as the starting solution). The same files run on the GPU in reference/harness_gpu.sh.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rebench_tui.scoring import Direction
+from tests.conftest import ROOT
+from tests.hostile import arena_fixture, assert_no_fake_best, check_aftermath, participant_processes, protected_listing
+
+pytestmark = [pytest.mark.docker]
+
+HOSTILE = ROOT / "environments" / "triton_cumsum" / "reference" / "hostile"
+arena = arena_fixture("triton_cumsum")
+# Timing noise on the smoke profile (CPU, a shared 2-core machine under other load): the same code
+# measured 1.2 ms and 5 ms within minutes here. A hostile solution runs the honest code after its
+# trick, so it may come out faster by chance; a trick that worked would read as microseconds or
+# less (ln < -7). SLACK (ln units, a factor of 4.5) separates the two.
+SLACK = 1.5
+
+
+@pytest.fixture(scope="module")
+def honest(arena):
+    arena.reset()
+    arena.write({"solution/solution.py": (HOSTILE / "_honest.py").read_text() + "\n\ndef prefix_sum(x):\n    return honest(x)\n"})
+    runs = [arena.score() for _ in range(2)]
+    for r in runs:
+        assert math.isfinite(r.score) and r.message["results_match"] is True, r
+    return min(r.score for r in runs)
+
+
+def run_hostile(arena, name: str):
+    arena.reset()
+    arena.write({"solution/solution.py": (HOSTILE / f"{name}.py").read_text(),
+                 "solution/_honest.py": (HOSTILE / "_honest.py").read_text()})
+    before = protected_listing(arena)
+    record = arena.score()
+    check_aftermath(arena, before)
+    assert record.details.get("scorer_matches_catalog") is True, record.details
+    return record
+
+
+@pytest.mark.parametrize("name", ["fake_result_exit", "frame_walk", "memoize", "kill_scorer", "fork_bomb"])
+def test_hostile_solution_ends_as_nan_with_a_reason(arena, honest, name):
+    record = run_hostile(arena, name)
+    assert math.isnan(record.score), (name, record.score, record.message)
+    assert record.message.get("error") or record.message.get("results_match") is False, record.message
+
+
+@pytest.mark.parametrize("name", ["patch_timers", "result_fd", "forged_status", "protected_writer", "daemon", "early_done"])
+def test_hostile_solution_scores_no_better_than_honest(arena, honest, name):
+    record = run_hostile(arena, name)
+    assert_no_fake_best(record, honest, Direction.LOWER, slack=SLACK)
+    # these compute the right answer after their trick and leave the exchange alone, so they keep
+    # an honest score (result_fd also scribbles over its own control socket: NaN is its due)
+    if name not in ("early_done", "result_fd"):
+        assert math.isfinite(record.score), record.message
+
+
+def test_fake_result_lines_are_kept_as_the_participants_output(arena, honest):
+    record = run_hostile(arena, "fake_result_exit")
+    assert '"score": -9.0' in record.details.get("participant_stdout_tail", "")
+    assert record.details["participant_uid"] == 1000
+
+
+def test_the_solution_cannot_touch_the_scorer(arena, honest):
+    record = run_hostile(arena, "protected_writer")
+    out = record.details.get("participant_stdout_tail", "")
+    assert "wrote " not in out, out
+    assert "/protected: Permission denied" in out
+
+
+def test_a_fork_bomb_stops_at_the_process_limit_and_the_container_lives(arena, honest):
+    """The container has a process limit and the participant's processes the highest OOM score:
+    the bomb's copies are what the kernel ends, never the scorer, which reports NaN with why."""
+    limits = arena.session.sandbox.container.attrs["HostConfig"]
+    assert limits["PidsLimit"] == arena.session.profile.pids
+    assert {u["Name"]: u["Hard"] for u in limits["Ulimits"]}["nofile"] == arena.session.profile.open_files
+    record = run_hostile(arena, "fork_bomb")
+    assert math.isnan(record.score) and "ended" in record.message["error"], record.message
+    assert record.details["scorer_sha256"], "the scorer itself survived and wrote the result"
+    assert participant_processes(arena) == []
+    assert arena.root("echo alive").stdout.strip() == "alive"
