@@ -22,6 +22,7 @@
 # assets and a tiny benchmark shape on the CPU (how this script was checked without a GPU).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+export REBENCH_SCORER_LIB=${REBENCH_SCORER_LIB:-$PWD/rebench_tui/runtime/lib}  # score.py's helpers (result, participant)
 PY=${PYTHON:-python3}
 ENV_DIR=environments/optimize_llm_foundry
 OUT=${OUT:-/tmp/olf_out}

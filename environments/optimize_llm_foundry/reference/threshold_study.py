@@ -31,6 +31,8 @@ ENV = Path(__file__).resolve().parents[1]
 
 
 def load_scorer():
+    # score.py imports the scorer helpers (rebench_scorer) first thing: the repository's copy
+    os.environ.setdefault("REBENCH_SCORER_LIB", str(ENV.parents[1] / "rebench_tui" / "runtime" / "lib"))
     spec = importlib.util.spec_from_file_location("olf_score", ENV / "protected" / "score.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -1,0 +1,185 @@
+"""optimize_llm_foundry's scorer against hostile finetune.sh scripts, in a real container (smoke).
+
+Each script in environments/optimize_llm_foundry/reference/hostile/ tries one way to a score it
+did not earn: fake result lines and forged supervisor status lines, writing into descriptors it
+might share with the scorer, stealing the reference weights (directly, through links, by a search
+of the filesystem), a 64 GiB weights file, stopping the clock early and delivering the weights
+late through a named pipe from a double-forked daemon, a daemon that rewrites the weights after
+the script ends, and a helper outside the scorer's process tree that keeps rewriting them. Each
+must end NaN with a reason, or (the one that trains honestly) no better than the honest starting
+solution. After each scoring nothing of the participant may still run and /protected must be as
+it was.
+
+memoize is the known hole (see reference/README.md, "What the scorer cannot see"): it is marked
+xfail(strict=True), so a scorer that one day closes it makes the suite say so.
+
+Runtime: the honest starting script runs once (a full smoke finetune: 40-100 s in a container on
+an idle 2-core machine, up to its 300 s limit under heavy load), and only if a hostile scoring
+comes out valid; late_daemon runs the full finetune as well; every other case fails within
+seconds (fifo_daemon starts the full finetune in its daemon, which the scorer kills at once).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from rebench_tui.scoring import Direction
+from tests.conftest import ROOT
+from tests.hostile import arena_fixture, assert_no_fake_best, check_aftermath, participant_processes, protected_listing
+
+pytestmark = [pytest.mark.docker]
+
+ENV = ROOT / "environments" / "optimize_llm_foundry"
+HOSTILE = ENV / "reference" / "hostile"
+STARTING = (ENV / "solution" / "finetune.sh").read_text()
+arena = arena_fixture("optimize_llm_foundry")
+# Wall-clock noise between two runs of the same script on a shared machine, in ln units.
+SLACK = 0.5
+
+
+@pytest.fixture(scope="module")
+def honest(arena):
+    """The unmodified finetune.sh's score in this container (one full smoke finetune)."""
+    arena.reset()
+    r = arena.score()
+    assert math.isfinite(r.score) and r.message["norm_diff"] == 0.0, r
+    print(f"\nhonest starting solution: {r.score:.3f} ({r.message['execution_time']} s)")
+    return r.score
+
+
+_records: dict = {}
+
+
+def run_hostile(arena, name: str):
+    """Score hostile/<name>.sh (once per module: the record is kept for the tests that look at it)."""
+    if name in _records:
+        return _records[name]
+    arena.reset()
+    arena.write({"solution/finetune.sh": (HOSTILE / f"{name}.sh").read_text(), "solution/honest.sh": STARTING})
+    before = protected_listing(arena)
+    record = arena.score()
+    check_aftermath(arena, before)
+    print(f"\n{name}: score {record.score} message {record.message.get('error', record.message)}")
+    if record.details.get("withheld"):  # the workstation's own guard: links into /protected made during the scoring
+        assert math.isnan(record.score) and "withheld" in record.message["error"], record
+    else:
+        assert record.details.get("scorer_matches_catalog") is True, record.details
+    _records[name] = record
+    return record
+
+
+def check(record, request) -> None:
+    """NaN with a reason, or no better than the honest starting solution (measured only when needed)."""
+    if not math.isfinite(record.score):
+        assert record.message.get("error"), record.message
+        return
+    assert_no_fake_best(record, request.getfixturevalue("honest"), Direction.LOWER, slack=SLACK)
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("fake_result", "wrote no solution/trained_model"),
+    ("scorer_reach", "wrote no solution/trained_model"),
+    ("steal_reference", "wrote no solution/trained_model"),
+    ("link_folder", "link"),
+    ("link_files", "symbolic link"),
+    ("oversize", "exceed the size allowed"),
+    ("fifo_daemon", "not a regular file"),
+])
+def test_hostile_script_ends_as_nan_with_a_reason(arena, request, name, reason):
+    record = run_hostile(arena, name)
+    check(record, request)
+    assert math.isnan(record.score), (name, record.message)
+    if record.details.get("withheld"):
+        assert name.startswith("link_"), record
+        return
+    assert reason in record.message["error"], (name, record.message)
+    assert record.message["execution_time"] < 60, record.message  # none of these trained in the clock
+
+
+def test_fake_lines_stay_the_participants_output(arena):
+    record = run_hostile(arena, "fake_result")
+    out = record.details.get("output_tail", "")
+    assert '"score": -9.0' in out and "rebench-exec" in out, record.details
+    assert record.details["participant_uid"] == 1000
+
+
+def test_the_script_cannot_reach_the_scorer(arena):
+    record = run_hostile(arena, "scorer_reach")
+    out = record.details.get("output_tail", "")
+    assert "parent " in out, out
+    for bad in ("wrote into", "read the scorer's", "set the clock", "stopped the scorer", "killed the scorer"):
+        assert bad not in out, out
+
+
+def test_the_reference_weights_are_out_of_reach(arena):
+    record = run_hostile(arena, "steal_reference")
+    out = record.details.get("output_tail", "")
+    assert "groups=1000(agent)\n" in out, out  # `id`: no supplementary group, so not protected
+    for bad in ("copied the reference", "wrote into /protected", "copied as group", "found /"):
+        assert bad not in out, out
+
+
+def test_a_late_daemon_in_a_pipe_is_killed_before_the_weights_are_read(arena):
+    """fifo_daemon would have scored ln(0.2 s) against the old scorer; here its daemon is among
+    the processes the scorer kills before it looks at trained_model/."""
+    record = run_hostile(arena, "fifo_daemon")
+    assert record.details["stragglers_killed"] >= 1, record.details
+
+
+def test_a_daemon_left_after_honest_training_changes_nothing(arena, request):
+    """The honest stages, then a daemon meant to rewrite trained_model/ once the script has ended:
+    killed first (the scoring is as valid as the honest one and no faster), or NaN if it won the
+    race; never a better score, and it does not outlive the scoring."""
+    record = run_hostile(arena, "late_daemon")
+    check(record, request)
+    if math.isfinite(record.score):
+        assert record.message["norm_diff"] == 0.0 and record.details["stragglers_killed"] >= 1, record
+
+
+def test_a_helper_outside_the_scorers_tree_cannot_swap_the_weights(arena, request):
+    """A helper started from the participant's own shell before the scoring (not the scorer's
+    descendant, so the scorer does not kill it) rewrites trained_model/model.safetensors while the
+    scorer reads it: NaN (a changed folder or wrong weights)."""
+    arena.reset()
+    helper = ("cd /home/agent/solution && echo $$ > helper.pid && while [ ! -e go ]; do sleep 0.01; done; "
+              "end=$(( $(date +%s) + 60 )); while [ $(date +%s) -lt $end ]; do "
+              "cat ../assets/base_model/model.safetensors > trained_model/model.safetensors 2>/dev/null; done")
+    arena.session.sandbox.container.exec_run(["setsid", "bash", "-c", helper], user="agent", detach=True)
+    for _ in range(100):
+        if (arena.workspace / "solution" / "helper.pid").is_file():
+            break
+        time.sleep(0.1)
+    pid = int((arena.workspace / "solution" / "helper.pid").read_text())
+    try:
+        arena.write({"solution/finetune.sh": (HOSTILE / "outside_writer.sh").read_text()})
+        record = arena.score()
+        print(f"\noutside_writer: score {record.score} message {record.message.get('error')}")
+        check(record, request)
+        assert math.isnan(record.score), record.message
+        assert any("helper" in p or "bash -c" in p for p in record.details.get("other_participant_processes_after", [])), record.details
+    finally:
+        arena.root(f"kill -9 {pid}")  # the helper this test started (its short-lived `cat` ends by itself)
+        for _ in range(50):
+            if not participant_processes(arena):
+                break
+            time.sleep(0.1)
+
+
+@pytest.mark.xfail(strict=True, reason="memoization: weights cached by an earlier run score as a run of no time; "
+                                       "forbidden by the instructions, invisible to a scorer with fixed inputs")
+def test_memoized_weights_are_caught(arena):
+    from rebench_tui.assets import AssetStore
+    from rebench_tui.config import Settings
+
+    cache = AssetStore(Settings().cache_dir).status(arena.env, "smoke").folder / "protected" / "reference_model"
+    arena.reset()
+    arena.write({f"solution/.cache_model/{p.name}": p.read_bytes() for p in cache.iterdir()})
+    arena.write({"solution/finetune.sh": (HOSTILE / "memoize.sh").read_text()})
+    before = protected_listing(arena)
+    record = arena.score()
+    check_aftermath(arena, before)
+    print(f"\nmemoize: score {record.score} message {record.message}")
+    assert math.isnan(record.score), record.message
