@@ -169,7 +169,12 @@ def score(session_id: str | None, sessions_dir: Path | None) -> None:
         err.print("scoring cancelled")
         return
     shown = "hidden" if session.hidden else f"{rec.score:.6g} (normalized {rec.normalized:.4g})"
-    out.print(f"attempt {rec.attempt}: score {shown} {'' if session.hidden else rec.message}", highlight=False)
+    out.print(f"scoring {rec.attempt}: score {shown} {'' if session.hidden else rec.message}", highlight=False)
+    best = session.final()  # re-scores of unchanged files count with their median (scoring.counting_attempt)
+    if best is not None and not session.hidden:
+        how = (f"scoring {best.representative}" if best.n == 1 else
+               f"median of {best.n} re-scores of unchanged files, {best.low:.6g} to {best.high:.6g}")
+        out.print(f"counts now: {best.score:.6g} (normalized {best.normalized:.4g}; {how})", highlight=False)
 
 
 @main.command("verify")

@@ -6,12 +6,17 @@ read for a result: a line printed there, by the scorer or by anything it ran, is
 ``score`` may be a number, ``null`` or NaN. ``message`` is shown to the participant (unless the
 environment hides scores), ``details`` is kept from them. What it printed is kept as a tail in
 ``details`` for the researcher.
+
+Which scorings count (:func:`counting_attempt`): scorings of unchanged files are re-scores of one
+attempt; each attempt counts with the median of its valid scorings, and the best attempt (or the
+last one, for ``last`` environments) gives the score that counts.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Iterable, Sequence
@@ -154,30 +159,165 @@ def is_better(a: float, b: float, direction: Direction) -> bool:
     return a < b if direction is Direction.LOWER else a > b
 
 
-def final_index(scores: Sequence[float], aggregation: Aggregation) -> int | None:
-    """Index of the score that counts: best valid by min/max, or the last valid one."""
-    valid = [(i, s) for i, s in enumerate(scores) if math.isfinite(s)]
+# -- which scorings count ------------------------------------------------------------------------
+#
+# Timing scores are noisy: scoring the same files again gives another draw. Taking the best of
+# every scoring would reward the luckiest draw, and pressing the score key again on unchanged
+# files could only ever help. So scorings are grouped into attempts: scorings of the same files
+# (the same attempt fingerprint, recorded in each scoring's details as ``attempt.fingerprint``)
+# are re-scores of one attempt, and an attempt counts with the median of its valid scorings.
+
+
+ATTEMPT_KEY = "attempt"  # the details key that holds {"fingerprint": ..., "n_files": ..., "source": ...}
+
+
+def attempt_fingerprint(details: Any) -> str | None:
+    """The attempt fingerprint a scoring's details record, or None (an older scoring, or a
+    malformed value: that scoring is then an attempt of its own)."""
+    if not isinstance(details, dict):
+        return None
+    info = details.get(ATTEMPT_KEY)
+    fp = info.get("fingerprint") if isinstance(info, dict) else None
+    return fp if isinstance(fp, str) and fp else None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt: every scoring of the same files.
+
+    ``indexes`` are positions (0-based) in the list of scorings given, every scoring of the
+    attempt in order, invalid ones (NaN) included; ``values`` are its valid scores in order. A
+    NaN re-score does not enter the median (a scorer that timed out once on files that score
+    fine otherwise does not spoil them, as a NaN never counted before); an attempt whose every
+    scoring is NaN is invalid and never counts."""
+
+    number: int  # 1-based, in the order of each attempt's first scoring
+    fingerprint: str | None  # None: a scoring recorded without one (an attempt of its own)
+    indexes: tuple[int, ...]
+    valid_indexes: tuple[int, ...]
+    values: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        """Valid scorings."""
+        return len(self.values)
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.values)
+
+    @property
+    def median(self) -> float:
+        """The attempt's score: the median of its valid scorings (the mean of the middle two for an
+        even count); one scoring counts as itself; NaN when none is valid."""
+        return statistics.median(self.values) if self.values else math.nan
+
+    @property
+    def low(self) -> float:
+        return min(self.values) if self.values else math.nan
+
+    @property
+    def high(self) -> float:
+        return max(self.values) if self.values else math.nan
+
+    @property
+    def representative(self) -> int | None:
+        """The valid scoring that stands for the attempt where one scoring must be named (the
+        ``final_attempt`` of a session): the one nearest the median, the earliest on a tie. With
+        an odd count it is the median scoring itself."""
+        if not self.values:
+            return None
+        m = self.median
+        best = min(range(len(self.values)), key=lambda i: abs(self.values[i] - m))
+        return self.valid_indexes[best]
+
+
+def group_attempts(scores: Sequence[float], fingerprints: Sequence[str | None] | None = None) -> list[Attempt]:
+    """Scorings grouped by fingerprint, in the order of each attempt's first scoring.
+
+    Scorings with the same fingerprint belong together wherever they are in the list (files
+    changed and then changed back are the same attempt again); a scoring without one is an
+    attempt of its own."""
+    if fingerprints is not None and len(fingerprints) != len(scores):
+        raise ValueError(f"{len(scores)} scores but {len(fingerprints)} fingerprints")
+    order: list[str | int] = []
+    members: dict[str | int, list[int]] = {}
+    for i in range(len(scores)):
+        fp = fingerprints[i] if fingerprints is not None else None
+        key: str | int = fp if fp else i
+        if key not in members:
+            members[key] = []
+            order.append(key)
+        members[key].append(i)
+    out: list[Attempt] = []
+    for n, key in enumerate(order, start=1):
+        idx = members[key]
+        valid = tuple(i for i in idx if math.isfinite(scores[i]))
+        out.append(Attempt(n, key if isinstance(key, str) else None, tuple(idx), valid,
+                           tuple(float(scores[i]) for i in valid)))
+    return out
+
+
+def _pick(attempts: Iterable[Attempt], aggregation: Aggregation) -> Attempt | None:
+    """The attempt that counts among ``attempts``: the best median (the earliest attempt on a tie),
+    or for ``last`` the attempt of the last valid scoring."""
+    valid = [a for a in attempts if a.valid]
     if not valid:
         return None
     if aggregation is Aggregation.LAST:
-        return valid[-1][0]
+        return max(valid, key=lambda a: a.valid_indexes[-1])
     pick = min if aggregation is Aggregation.MIN else max
-    return pick(valid, key=lambda pair: pair[1])[0]
+    return pick(valid, key=lambda a: a.median)  # min/max keep the first of equals: the earliest attempt
 
 
-def running_final(scores: Iterable[float], aggregation: Aggregation) -> list[float]:
-    """The counting score after each scoring (NaN until the first valid one)."""
+def counting_attempt(scores: Sequence[float], aggregation: Aggregation,
+                     fingerprints: Sequence[str | None] | None = None) -> Attempt | None:
+    """The attempt whose median is the score that counts (None: no valid scoring).
+
+    Rule: group the scorings by attempt (:func:`group_attempts`), score each attempt with the
+    median of its valid scorings, then take the best attempt by ``min``/``max``, or for ``last``
+    the attempt of the last valid scoring. Without fingerprints every scoring is its own attempt
+    and this is the plain rule: the best valid scoring, or the last valid one."""
+    return _pick(group_attempts(scores, fingerprints), aggregation)
+
+
+def counting_score(scores: Sequence[float], aggregation: Aggregation,
+                   fingerprints: Sequence[str | None] | None = None) -> float:
+    """The score that counts (NaN: no valid scoring). See :func:`counting_attempt`."""
+    a = counting_attempt(scores, aggregation, fingerprints)
+    return math.nan if a is None else a.median
+
+
+def running_counting(scores: Sequence[float], aggregation: Aggregation,
+                     fingerprints: Sequence[str | None] | None = None) -> list[float]:
+    """The counting score after each scoring (NaN until the first valid one).
+
+    It is the rule applied to every prefix of the scorings, so it is no longer monotone: a
+    re-score can move its attempt's median, and so the counting score, either way."""
+    if fingerprints is not None and len(fingerprints) != len(scores):
+        raise ValueError(f"{len(scores)} scores but {len(fingerprints)} fingerprints")
+    values: dict[str | int, list[float]] = {}
+    medians: dict[str | int, float] = {}
+    first: dict[str | int, int] = {}
+    last_valid_key: str | int | None = None
     out: list[float] = []
-    current = math.nan
-    for s in scores:
+    for i, s in enumerate(scores):
+        fp = fingerprints[i] if fingerprints is not None else None
+        key: str | int = fp if fp else i
+        first.setdefault(key, i)
         if math.isfinite(s):
-            if aggregation is Aggregation.LAST or not math.isfinite(current):
-                current = s
-            elif aggregation is Aggregation.MIN:
-                current = min(current, s)
-            else:
-                current = max(current, s)
-        out.append(current)
+            values.setdefault(key, []).append(float(s))
+            medians[key] = statistics.median(values[key])
+            last_valid_key = key
+        if not medians:
+            out.append(math.nan)
+        elif aggregation is Aggregation.LAST:
+            out.append(medians[last_valid_key])  # type: ignore[index]
+        else:
+            # the earliest attempt wins a tie, as in counting_attempt
+            keys = sorted(medians, key=lambda k: first[k])
+            pick = min if aggregation is Aggregation.MIN else max
+            out.append(medians[pick(keys, key=lambda k: medians[k])])
     return out
 
 

@@ -3,6 +3,10 @@
 It is an index for listing, searching and resuming, never the record: every session folder's
 ``session.json``, ``audit.jsonl`` and ``score_log.csv`` are. :meth:`Store.rebuild` recreates the
 index from the folders.
+
+A session's ``final_score`` is the score that counts by ``scoring.counting_attempt`` (the median of
+the best attempt's re-scores), as its writers compute it; each score row keeps the attempt
+``fingerprint`` it was recorded with (null for older scorings), so re-scores can be grouped here too.
 """
 
 from __future__ import annotations
@@ -89,8 +93,10 @@ class Store:
         if "scores" not in self.db.table_names():
             self.db["scores"].create({
                 "session_id": str, "attempt": int, "called_at": int, "working_s": float, "score": float,
-                "normalized": float, "valid": int, "message": str,
+                "normalized": float, "valid": int, "message": str, "fingerprint": str,
             }, pk=("session_id", "attempt"), foreign_keys=[("session_id", "sessions", "id")])
+        elif "fingerprint" not in self.db["scores"].columns_dict:  # an index made before attempts were grouped
+            self.db["scores"].add_column("fingerprint", str)
 
     @_locked
     def upsert_session(self, row: dict[str, Any]) -> None:
@@ -99,12 +105,15 @@ class Store:
 
     @_locked
     def add_score(self, session_id: str, attempt: int, called_at: int, working_s: float, score: float,
-                  normalized: float, message: dict[str, Any]) -> None:
+                  normalized: float, message: dict[str, Any], fingerprint: str | None = None) -> None:
+        """One scoring; ``attempt`` is its number in the session, ``fingerprint`` the attempt
+        fingerprint of the files it scored (re-scores share it; None: an attempt of its own)."""
         self._write(lambda: self.db["scores"].upsert({
             "session_id": session_id, "attempt": attempt, "called_at": called_at, "working_s": working_s,
             "score": None if not math.isfinite(score) else score,
             "normalized": None if not math.isfinite(normalized) else normalized,
             "valid": int(math.isfinite(score)), "message": json.dumps(message, default=str),
+            "fingerprint": fingerprint,
         }, pk=("session_id", "attempt")))
 
     @_locked

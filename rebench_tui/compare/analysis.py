@@ -2,9 +2,14 @@
 
 Rules (the RE-Bench paper's, ``shared/spec/environments.md``):
 
-- A run's **counting score** after each scoring is the best valid score so far (min for
-  lower-is-better, max for higher-is-better), or the last valid one for ``last`` environments
-  (Scaling Law). It is NaN until the first valid score: a step function of working time.
+- A run's **counting score** after each scoring is the workstation's rule
+  (``scoring.running_counting``) over the scorings so far: scorings of the same files (the same
+  attempt fingerprint, recorded by rebench-tui sessions) are re-scores of one attempt, which
+  counts with the median of its valid scorings; then the best attempt (min for lower-is-better,
+  max for higher-is-better), or the last one for ``last`` environments (Scaling Law). A scoring
+  without a fingerprint (agent runs, older sessions) is an attempt of its own, so there it is the
+  best (or last) valid score so far. It is NaN until the first valid score: a step function of
+  working time, no longer monotone where a re-score moves its attempt's median.
 - **Normalized**: ``(y - start) / (reference - start)``, clipped at 0 below, NaN when invalid.
 - **Final at a budget** ``t``: the counting score over the scorings made within ``t`` working
   seconds. Where a single number per run is needed (means, score@k), a run with no valid score
@@ -36,7 +41,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from ..scoring import running_final
+from ..scoring import running_counting
 from .runs import HUMAN_LABEL, Run
 
 INVALID_AS = 0.0
@@ -58,8 +63,9 @@ class Curve:
 
 
 def best_so_far(run: Run) -> Curve:
-    """The counting raw score after each scoring (best valid so far, or last valid for ``last``)."""
-    return Curve(tuple(run.times), tuple(running_final(run.scores, run.env.aggregation)))
+    """The counting raw score after each scoring (the median of the best attempt's re-scores so
+    far, or of the last attempt's for ``last``)."""
+    return Curve(tuple(run.times), tuple(running_counting(run.scores, run.env.aggregation, run.fingerprints)))
 
 
 def normalized_curve(run: Run) -> Curve:

@@ -16,6 +16,10 @@ Three shapes are read:
   also a run bundle folder (``run.json`` with ``trace_entries.jsonl``/``score_log.jsonl``, as
   ``rebench-tui export --format vivaria`` writes).
 
+Each scoring keeps the attempt fingerprint its source recorded (``details.attempt.fingerprint`` of
+a rebench-tui scoring, also in its Vivaria and Inspect exports), so re-scores of the same files
+count as one attempt with their median, as the workstation counts them; other sources have none.
+
 Which environment a run belongs to comes from its task name (``EnvResolver``). A source named
 on the command line that cannot be read is an error; one found while scanning a folder is
 skipped with a warning, so one stray file does not stop a comparison.
@@ -29,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..scoring import Aggregation, Direction
+from ..scoring import Aggregation, Direction, attempt_fingerprint
 from .runs import (
     HUMAN_LABEL,
     CompareError,
@@ -107,7 +111,8 @@ def trace_scorings(rows: Sequence[dict[str, Any]], start_ms: float | None = None
     for r in rows:
         c = r.get("content") or {}
         if c.get("type") == "intermediateScore":
-            out.append(Scoring(row_working_s(r, start, pauses), score_value(c.get("score"))))
+            out.append(Scoring(row_working_s(r, start, pauses), score_value(c.get("score")),
+                               attempt_fingerprint(c.get("details"))))
     return out
 
 
@@ -211,7 +216,8 @@ def _inspect_scorings(sample: Any) -> tuple[list[Scoring], list[str]]:
     events = [e for e in (_attr(sample, "events") or []) if _attr(e, "event") == "score"]
     inter = [e for e in events if _attr(e, "intermediate", False)]
     if inter:
-        return [Scoring(_event_working_s(e), score_value(_attr(_attr(e, "score"), "value"))) for e in inter], []
+        return [Scoring(_event_working_s(e), score_value(_attr(_attr(e, "score"), "value")),
+                        attempt_fingerprint(_attr(_attr(e, "score"), "metadata"))) for e in inter], []
     store = _attr(sample, "store") or {}
     stored = store.get("HumanAgentState:scorings") if isinstance(store, dict) else None
     if stored:
@@ -338,7 +344,8 @@ def _vivaria_run(obj: dict[str, Any], path: Path, resolver: EnvResolver, task: s
         working = max((row_working_s(r, start_ms, pauses) for r in rows), default=None)
         finished = any((r["content"].get("type") == "submission") for r in rows)
     elif score_rows is not None:
-        scorings = [Scoring(float(r["elapsedTime"]) / 1000, score_value(r.get("score"))) for r in score_rows if _is_score_row(r)]
+        scorings = [Scoring(float(r["elapsedTime"]) / 1000, score_value(r.get("score")), attempt_fingerprint(r.get("details")))
+                    for r in score_rows if _is_score_row(r)]
         working = max((s.working_s for s in scorings), default=None)
         finished = False
         notes.append("from score-log rows")

@@ -246,7 +246,7 @@ METHOD_HTML = """
 <h2>Method</h2>
 <ul>
 <li>Normalized score: (y &minus; start) / (reference &minus; start), clipped at 0 below; invalid (NaN) scorings count for nothing.</li>
-<li>Best-so-far: the best valid score so far by the environment's direction, or the last valid one where the last counts (Scaling Law); plotted against pause-excluded working time.</li>
+<li>Best-so-far: the counting score so far by the workstation's rule: scorings of unchanged files (the same attempt fingerprint, which rebench-tui sessions record) are re-scores of one attempt, which counts with the median of its valid scorings; then the best attempt by the environment's direction, or the last one where the last counts (Scaling Law). A scoring without a fingerprint (agent runs) is an attempt of its own, so there it is the best valid score so far. Plotted against pause-excluded working time.</li>
 <li>Final at a budget: the counting score over scorings made within the budget; a run without a valid score counts as 0 in means and score@k.</li>
 <li>score@k: per environment E[max of k draws with replacement] = &sum;<sub>i</sub> v<sub>(i)</sub> ((i/n)<sup>k</sup> &minus; ((i&minus;1)/n)<sup>k</sup>) over the sorted normalized finals v<sub>(1)</sub> &le; &hellip; &le; v<sub>(n)</sub>, averaged over the environments the group has runs on.</li>
 <li>Band: percentile bootstrap; each resample redraws every environment's runs with replacement and recomputes the exact score@k.</li>

@@ -125,6 +125,10 @@ class EnvResolver:
 class Scoring:
     working_s: float
     score: float  # NaN: an invalid attempt
+    # The attempt fingerprint of the files it scored, where the source records one (rebench-tui
+    # sessions and their exports): scorings that share it are re-scores of one attempt, counted
+    # with their median. None: a scoring of its own (agent runs, older sessions).
+    fingerprint: str | None = None
 
     @property
     def valid(self) -> bool:
@@ -168,6 +172,10 @@ class Run:
     @property
     def times(self) -> list[float]:
         return [s.working_s for s in self.scorings]
+
+    @property
+    def fingerprints(self) -> list[str | None]:
+        return [s.fingerprint for s in self.scorings]
 
 
 def make_run(kind: SourceKind, run_id: str, env: EnvInfo, label: str, scorings: Iterable[Scoring], *,

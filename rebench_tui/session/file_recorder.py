@@ -16,9 +16,11 @@ child dies, the parent starts a new one, whose catch-up records what changed mea
 
 The pipe protocol is JSON lines (ASCII-escaped, so non-UTF-8 file names cross unchanged).
 Parent to child: ``{"config": {...}}`` first, then ``{"ack": n, "ok": bool, "error": text}``,
-``{"flush": id}``, ``{"stop": true}``. Child to parent: ``{"ready": true}`` after the catch-up,
-``{"batch": n, "changes": [...], "raw": events}``, ``{"flushed": id}``, ``{"error": text}``,
-``{"stopped": true}``. Secret values (for the diff bases the child keeps) travel in the config
+``{"flush": id}``, ``{"fingerprint": id}``, ``{"stop": true}``. Child to parent: ``{"ready": true}``
+after the catch-up, ``{"batch": n, "changes": [...], "raw": events}``, ``{"flushed": id}``,
+``{"fingerprinted": id, "fingerprint": hex, "n_files": n}`` (the attempt fingerprint of the
+files as the child's watcher knows them; ``fingerprint`` null before its catch-up),
+``{"error": text}``, ``{"stopped": true}``. Secret values (for the diff bases the child keeps) travel in the config
 line, never in argv or the environment.
 """
 
@@ -80,6 +82,7 @@ class FileRecorder:
         self._stopping = False
         self._flush_ids = itertools.count(1)
         self._flushes: dict[int, threading.Event] = {}
+        self._replies: dict[int, dict[str, Any]] = {}  # answers to fingerprint requests, by request id
         self._log = state_path.parent / "file-recorder.log"
 
     # -- the child ------------------------------------------------------------------------------
@@ -132,6 +135,12 @@ class FileRecorder:
             elif "flushed" in msg:
                 ev = self._flushes.pop(int(msg["flushed"]), None)
                 if ev is not None:
+                    ev.set()
+            elif "fingerprinted" in msg:
+                fid = int(msg["fingerprinted"])
+                ev = self._flushes.pop(fid, None)
+                if ev is not None:
+                    self._replies[fid] = msg
                     ev.set()
             elif "ready" in msg:
                 self._ready_seen = True
@@ -202,6 +211,23 @@ class FileRecorder:
             done.wait(timeout + 1.0)
         self._flushes.pop(fid, None)
 
+    def state_fingerprint(self, timeout: float = 10.0) -> tuple[str, int] | None:
+        """The attempt fingerprint of the files as the child's watcher knows them now (call
+        :meth:`flush` first); None if the child does not answer within ``timeout`` or has no state."""
+        fid = next(self._flush_ids)
+        done = self._flushes[fid] = threading.Event()
+        try:
+            if not self._send({"fingerprint": fid}) or not done.wait(timeout):
+                return None
+            reply = self._replies.get(fid) or {}
+        finally:
+            self._flushes.pop(fid, None)
+            self._replies.pop(fid, None)
+        fp, n = reply.get("fingerprint"), reply.get("n_files")
+        if not isinstance(fp, str) or not isinstance(n, int):
+            return None
+        return fp, n
+
     def stop(self) -> None:
         self._stopping = True
         proc = self._proc
@@ -271,6 +297,10 @@ def _child() -> None:
         watcher.flush(timeout=timeout)
         send({"flushed": fid})
 
+    def state_fingerprint(fid: int) -> None:
+        got = watcher.state_fingerprint()
+        send({"fingerprinted": fid, "fingerprint": None if got is None else got[0], "n_files": None if got is None else got[1]})
+
     def read_commands() -> None:
         for raw in stdin:
             msg = json.loads(raw)
@@ -278,6 +308,8 @@ def _child() -> None:
                 acks.put(msg)
             elif "flush" in msg:
                 threading.Thread(target=flush, args=(msg["flush"], float(msg.get("timeout", 5.0))), daemon=True).start()
+            elif "fingerprint" in msg:
+                threading.Thread(target=state_fingerprint, args=(msg["fingerprint"],), daemon=True).start()
             elif "stop" in msg:
                 stop.set()
         # the pipe closed: the app quit or died

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import hashlib
 import itertools
 import json
 import os
@@ -131,6 +132,48 @@ def scan(root: Path, ignore: tuple[str, ...] = DEFAULT_IGNORE) -> dict[str, dict
     return found
 
 
+FINGERPRINT_DOMAIN = b"rebench-tui attempt fingerprint v1\n"
+
+
+def fingerprint(files: dict[str, dict[str, Any]]) -> tuple[str, int]:
+    """The attempt fingerprint of a set of files: (sha256 hex, number of files).
+
+    ``files`` is a file state as the file recorder keeps it (``files.json``; :func:`scan` gives
+    the same shape): workspace-relative path -> ``{size, mtime, sha256}``, ``kind`` for links and
+    other non-files. What is in it: EVERY file the recorder tracks in the participant's home, the
+    solution folder and everything else (trained weights such as ``~/fixed_model.pth``,
+    ``~/finetuned_model/``, answers, scripts, data the participant made): a scorer may read any
+    of them. Left out are only the recorder's ignore patterns (:data:`DEFAULT_IGNORE`: caches
+    rebuilt from the files that are in, such as ``__pycache__``/``*.pyc``/``.triton``/``.cache``,
+    editor and shell leftovers, ``.git``) and the read-only ``assets/`` mount, which is the same
+    for every attempt of a session.
+
+    Each file enters as its path and its content's sha256. A file with no hash enters as what
+    the recorder knows of it: a link or other non-file by kind and size (its target is not
+    read), a regular file above the hash limit (2 GB) by size and mtime. Modes and owners do not
+    enter. Paths are sorted by their bytes and every field is length-prefixed, so no two states
+    give the same stream. The result does not depend on where the state came from (the recorder
+    here, its child process, a remote engine's poller, or a scan of the folder)."""
+    h = hashlib.sha256(FINGERPRINT_DOMAIN)
+
+    def put(b: bytes) -> None:
+        h.update(len(b).to_bytes(8, "big"))
+        h.update(b)
+
+    entries = sorted((rel.encode("utf-8", "surrogateescape"), rel) for rel in files)
+    for raw, rel in entries:
+        desc = files[rel] or {}
+        if desc.get("sha256"):
+            token = f"sha256:{desc['sha256']}"
+        elif desc.get("kind"):
+            token = f"{desc['kind']}:size={desc.get('size')}"
+        else:
+            token = f"unhashed:size={desc.get('size')}:mtime={desc.get('mtime')!r}"
+        put(raw)
+        put(token.encode("ascii", "backslashreplace"))
+    return h.hexdigest(), len(entries)
+
+
 class _Handler(FileSystemEventHandler):
     def __init__(self, q: "queue.Queue[tuple[str, str, str | None]]", root: str,
                  markers: dict[str, threading.Event]) -> None:
@@ -187,6 +230,7 @@ class FileWatcher:
         self.total_changes = 0
         self.on_error = on_error
         self.errors = 0
+        self._caught_up = False  # the state (``_known``) describes the workspace: set by the first catch-up
 
     # -- state ----------------------------------------------------------------------------
     def _rel(self, path: str) -> str | None:
@@ -410,7 +454,15 @@ class FileWatcher:
         if changes:
             self.sink(changes, 0)
         self._save_state(force=True)
+        self._caught_up = True
         return changes
+
+    def state_fingerprint(self, timeout: float = 10.0) -> tuple[str, int] | None:
+        """The attempt fingerprint (:func:`fingerprint`) of the files as this watcher knows them now
+        (call :meth:`flush` first); None while it has no state yet (before its first catch-up)."""
+        if not self._caught_up:
+            return None
+        return fingerprint(dict(self._known))  # a plain dict's copy is one step under the GIL
 
     def start(self) -> None:
         self.catch_up()

@@ -8,11 +8,14 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..clock import ClockState
+
+if TYPE_CHECKING:
+    from ..scoring import Attempt
 
 SCHEMA_VERSION = 1
 
@@ -71,8 +74,13 @@ class SessionMeta(BaseModel):
     reference_score: float
     score_timeout_s: float
     submission: str | None = None
+    # The score that counts at the finish: the median of the counting attempt's valid scorings
+    # (see scoring.counting_attempt). final_attempt names the scoring that stands for that
+    # attempt (the one nearest its median); final_scorings lists every valid scoring whose median
+    # it is (numbers as final_attempt counts them, 1-based in audit order).
     final_score: float | None = None
     final_attempt: int | None = None
+    final_scorings: list[int] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -106,6 +114,11 @@ class SessionMeta(BaseModel):
 
 @dataclass(frozen=True)
 class ScoreRecord:
+    """One scoring. ``attempt`` is the scoring's number (1-based, in audit order; the name is
+    older than attempts as groups of re-scores). ``fingerprint``/``n_files``: the attempt
+    fingerprint of the files it scored (details ``attempt``); None for a scoring recorded
+    without one, which is then an attempt of its own."""
+
     attempt: int
     called_at_ms: int
     working_s: float
@@ -114,6 +127,44 @@ class ScoreRecord:
     message: dict[str, Any]
     details: dict[str, Any] = field(repr=False, default_factory=dict)
     duration_s: float = 0.0
+    fingerprint: str | None = None
+    n_files: int | None = None
+
+    @property
+    def valid(self) -> bool:
+        return math.isfinite(self.score)
+
+
+@dataclass(frozen=True)
+class CountingScore:
+    """The score that counts now: the median of one attempt's valid scorings.
+
+    ``attempt``: that attempt's number (1-based, in order of first scoring). ``scorings``: the
+    numbers of the attempt's valid scorings (ScoreRecord.attempt), whose median ``score`` is;
+    ``representative``: the one of them nearest the median (the earliest on a tie).
+    ``n``/``low``/``high``: how many they are and their spread."""
+
+    score: float
+    normalized: float
+    attempt: int
+    fingerprint: str | None
+    scorings: tuple[int, ...]
+    representative: int
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, attempt: "Attempt", numbers: list[int], normalize: "Callable[[float], float]") -> "CountingScore":
+        """From an attempt of :func:`~rebench_tui.scoring.group_attempts`; ``numbers[i]`` is the
+        number of the i-th scoring of the list it was grouped from."""
+        assert attempt.representative is not None, "an invalid attempt never counts"
+        return cls(attempt.median, normalize(attempt.median), attempt.number, attempt.fingerprint,
+                   tuple(numbers[i] for i in attempt.valid_indexes), numbers[attempt.representative],
+                   attempt.low, attempt.high)
+
+    @property
+    def n(self) -> int:
+        return len(self.scorings)
 
     @property
     def valid(self) -> bool:

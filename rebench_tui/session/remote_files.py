@@ -85,6 +85,7 @@ class RemoteFileWatcher(FileWatcher):
                 if ch is not None:
                     changes.append(ch)
         self._known = {rel: dict(d) for rel, d in self._current.items()}
+        self._caught_up = True  # the state now describes the remote home (see state_fingerprint)
         for rel, desc in self._current.items():
             self._blob_put(desc.get("sha256"), self._texts.get(rel))
         self.record(changes, 0, dict(self._known))

@@ -28,7 +28,8 @@ from ..clock import Clock, SystemClock, WorkingClock, crossed_warnings, format_h
 from ..errors import RebenchError, SessionError
 from ..runtime import Runtime, Sandbox, SandboxSpec
 from ..runtime.base import ASSETS_DIR
-from ..scoring import Aggregation, Direction, ScoreResult, final_index, json_score, normalize, parse_scorer_output
+from ..scoring import (ATTEMPT_KEY, Aggregation, Attempt, Direction, ScoreResult, attempt_fingerprint, counting_attempt,
+                       group_attempts, json_score, normalize, parse_scorer_output)
 from ..secrets import Redactor
 from ..store import Store
 from ..trajectory import score_log
@@ -37,12 +38,12 @@ from ..trajectory.entries import INT32_MAX, log
 from .commands import CommandCollector
 from ..hashing import sha256_file
 from .file_recorder import FileRecorder
-from .files import DEFAULT_IGNORE, FileChange, FileWatcher, human_size, scan
+from .files import DEFAULT_IGNORE, FileChange, FileWatcher, fingerprint, human_size, scan
 from .journal import StateCommit
 from .link import LinkMonitor
 from .lock import SessionLock
 from .remote_files import RemoteFileWatcher
-from .records import ClockModel, Pause, ScoreRecord, SessionMeta
+from .records import ClockModel, CountingScore, Pause, ScoreRecord, SessionMeta
 
 META = "session.json"
 AUDIT = "audit.jsonl"
@@ -273,8 +274,12 @@ class Session:
             score = c["score"]
             value = math.nan if score is None else float(score)
             working = row.get("workingMs", (row.get("usageTotalSeconds") or 0) * 1000) / 1000
+            details = c.get("details", {})
+            info = details.get(ATTEMPT_KEY) if isinstance(details, dict) else None
+            n_files = info.get("n_files") if isinstance(info, dict) else None
             out.append(ScoreRecord(len(out) + 1, row["calledAt"], working, value, self._normalize(value),
-                                   c.get("message", {}), c.get("details", {})))
+                                   c.get("message", {}), details, fingerprint=attempt_fingerprint(details),
+                                   n_files=n_files if isinstance(n_files, int) else None))
         return out
 
     def _normalize(self, score: float) -> float:
@@ -473,6 +478,7 @@ class Session:
             if self._score_log_backlog:
                 self.audit.flush()  # a full disk held rows back: they go first, or this scoring waits
                 self._flush_score_log()
+            attempt = self._attempt_info()  # which files this scoring scores: re-scores of them share it
             reservation = self.audit.reserve()
             argv = [self.sandbox.python, f"{self.sandbox.protected}/{self.env.manifest.score.scorer}"]
             try:
@@ -507,11 +513,12 @@ class Session:
                 parsed = ScoreResult(math.nan, {"error": "links into the protected area appeared during scoring; the result "
                                                          "is withheld: " + ", ".join(link for link, _t in late[:5])},
                                      {"withheld": True, "links": late, "exit_code": result.exit_code})
-            details = {**parsed.details, "duration_s": round(result.duration_s, 3), "final": final}
+            details = {**parsed.details, "duration_s": round(result.duration_s, 3), "final": final, ATTEMPT_KEY: attempt}
             if result.timed_out:
                 details["timeout_s"] = self.profile.score_timeout
             record = ScoreRecord(len(self.history) + 1, reservation[0], (reservation[1] or 0.0), parsed.score,
-                                 self._normalize(parsed.score), parsed.message, details, result.duration_s)
+                                 self._normalize(parsed.score), parsed.message, details, result.duration_s,
+                                 fingerprint=attempt.get("fingerprint"), n_files=attempt.get("n_files"))
             try:
                 self.audit.fill(reservation, {"type": "intermediateScore", "score": json_score(parsed.score),
                                               "message": parsed.message, "details": details})
@@ -526,12 +533,58 @@ class Session:
             self.history.append(record)
             if self.store is not None:
                 self.store.add_score(self.id, record.attempt, record.called_at_ms, record.working_s, record.score,
-                                     record.normalized, record.message)
+                                     record.normalized, record.message, fingerprint=record.fingerprint)
                 self._index()
             self._emit("score", record)
             return record
         finally:
             self._score_lock.release()
+
+    def _attempt_info(self) -> dict[str, Any]:
+        """The attempt fingerprint of the files about to be scored (``files.fingerprint``: every
+        file of the home the recorder tracks), as ``{"fingerprint", "n_files", "source"}``.
+
+        ``source`` says where the file state came from:
+
+        - ``file recorder``: the session's recorder, as it knows the files after the flush that
+          precedes every scoring (the watcher in this process, its child process, or the feed
+          from a remote engine's poller): no file is read again;
+        - ``workspace scan``: no recorder with a state (a headless ``rebench-tui score``, or a
+          recorder that does not answer): the workspace folder, which is the home, hashed here;
+        - ``remote scan``: no recorder on a remote engine: one scan of the home by the engine's
+          file poller, there;
+        - ``unavailable`` (with ``error``): none of these worked; ``fingerprint`` is null and the
+          scoring is then an attempt of its own. A scoring is never refused for want of one.
+        """
+        got: tuple[str, int] | None = None
+        source = "file recorder"
+        try:
+            if self.watcher is not None:
+                got = self.watcher.state_fingerprint(timeout=10.0)
+            if got is None:
+                if not self.sandbox.remote:
+                    source = "workspace scan"
+                    got = fingerprint(scan(self.workspace, self.ignore))
+                elif self.watcher is None:
+                    source = "remote scan"
+                    got = fingerprint(self._remote_scan())
+                else:  # a second poller would end the feed's own (one per container): not opened
+                    return {"fingerprint": None, "n_files": None, "source": "unavailable",
+                            "error": "the remote file feed has not scanned the home yet"}
+        except Exception as exc:  # noqa: BLE001 - the scoring goes ahead; this one is an attempt of its own
+            return {"fingerprint": None, "n_files": None, "source": "unavailable", "error": f"{source}: {exc}"[:500]}
+        return {"fingerprint": got[0], "n_files": got[1], "source": source}
+
+    def _remote_scan(self) -> dict[str, dict[str, Any]]:
+        """The remote home's files as the engine's poller describes them in its first (full) scan."""
+        stream = self.sandbox.watch_files(self.ignore)
+        try:
+            for msg in stream:
+                if msg.get("full"):
+                    return {rel: {k: v for k, v in d.items() if k != "text"} for rel, d in msg.get("files", {}).items()}
+            raise RebenchError("the file poller's stream ended before its first scan")
+        finally:
+            stream.close()
 
     def _with_scorer_identity(self, parsed: ScoreResult) -> ScoreResult:
         """Record which scorer produced the result: the digest it reported over its own files, and
@@ -560,10 +613,17 @@ class Session:
         return ScoreResult(r.score, json.loads(self.redactor.text(json.dumps(r.message))),
                            json.loads(self.redactor.text(json.dumps(r.details))))
 
-    def final(self) -> ScoreRecord | None:
-        """The score that counts now, by the environment's rule (best valid, or last valid)."""
-        idx = final_index([r.score for r in self.history], self.aggregation)
-        return None if idx is None else self.history[idx]
+    def attempts(self) -> list[Attempt]:
+        """The scorings grouped into attempts (re-scores of the same files together), in the order
+        of each attempt's first scoring; indexes are positions in ``history``."""
+        return group_attempts([r.score for r in self.history], [r.fingerprint for r in self.history])
+
+    def final(self) -> CountingScore | None:
+        """The score that counts now (``scoring.counting_attempt``): each attempt scores the median
+        of its valid re-scores; the best attempt counts (or, for ``last``, the attempt of the last
+        valid scoring). None while no scoring is valid."""
+        a = counting_attempt([r.score for r in self.history], self.aggregation, [r.fingerprint for r in self.history])
+        return None if a is None else CountingScore.of(a, [r.attempt for r in self.history], self._normalize)
 
     # -- notes, submission, end ----------------------------------------------------------
     def note(self, text: str) -> None:
@@ -596,7 +656,8 @@ class Session:
             self.meta.finish_reason = reason
             self.meta.completed_at = int(self.clock.time() * 1000)
             self.meta.final_score = None if best is None else best.score
-            self.meta.final_attempt = None if best is None else best.attempt
+            self.meta.final_attempt = None if best is None else best.representative
+            self.meta.final_scorings = [] if best is None else list(best.scorings)
             self._save()
         # What the record ends with: the score log and the workspace, by hash (`verify` rechecks them).
         # A remote home is copied here first, so the session folder holds the work it records.
@@ -616,9 +677,10 @@ class Session:
         files.update({f"{WORKSPACE}/{rel}": d["sha256"] for rel, d in scan(self.workspace, self.ignore).items() if d["sha256"]})
         self.audit.append(log(
             f"session finished ({reason}); final score "
-            + (f"{best.score:.4g} (attempt {best.attempt}, rule {self.aggregation.value})" if best else "none (no valid scoring)"),
+            + (f"{best.score:.4g} ({_counting_words(best)}, rule {self.aggregation.value})" if best else "none (no valid scoring)"),
             {"event": "session_finished", "reason": reason, "final_score": json_score(best.score) if best else None,
-             "final_attempt": best.attempt if best else None, "working_s": self.wclock.used(), "files": files,
+             "final_attempt": best.representative if best else None,
+             "final_scorings": list(best.scorings) if best else [], "working_s": self.wclock.used(), "files": files,
              **({"files_note": sync_note} if sync_note else {})},
             title="session",
         ))
@@ -662,6 +724,12 @@ class Session:
         d = self.sandbox.describe()
         iso = "isolated" if self.sandbox.isolated else "NOT ISOLATED"
         return f"{self.env.id} · {self.meta.profile} · {d.get('runtime')} ({iso}) · host {d.get('host')} · GPUs {d.get('gpus', 0)}"
+
+
+def _counting_words(c: CountingScore) -> str:
+    if c.n == 1:
+        return f"scoring {c.representative}"
+    return f"median of {c.n} scorings of unchanged files ({', '.join(map(str, c.scorings))}), range {c.low:.4g} to {c.high:.4g}"
 
 
 def describe_change(ch: FileChange) -> str:

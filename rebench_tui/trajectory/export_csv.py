@@ -6,10 +6,14 @@
                      ``rebench-tui verify`` checks the session's own copy against it)
   ``scores.csv``     one row per scoring with its working time and normalized score:
                      ``attempt, timestamp, called_at_ms, working_s, elapsed_ms, score, valid,
-                     normalized, counting_score, is_final, message``. ``working_s`` is the session
-                     clock's pause-excluded time; ``elapsed_ms`` is Vivaria's formula;
-                     ``counting_score`` is the score that counts after this scoring (by the
-                     environment's rule); ``is_final`` marks the attempt that counts at the end
+                     normalized, counting_score, is_final, message, files_attempt, fingerprint``.
+                     ``attempt`` is the scoring's number; ``working_s`` is the session clock's
+                     pause-excluded time; ``elapsed_ms`` is Vivaria's formula; ``files_attempt``
+                     numbers the attempts (scorings of the same files, by ``fingerprint``, are
+                     re-scores of one attempt); ``counting_score`` is the score that counts after
+                     this scoring (the median of the best attempt's re-scores, by the
+                     environment's rule); ``is_final`` marks the valid scorings whose median is the
+                     final score
   ``commands.csv``   one row per shell command: ``id, started_at, ended_at, duration_s, cwd,
                      exit_status, command, output_bytes, truncated, working_s`` (times in ms
                      since the epoch, as recorded; empty where the command has no result yet)
@@ -25,7 +29,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..scoring import Aggregation, running_final
+from ..scoring import Aggregation, running_counting
 from .score_log import HEADER, iso_seconds
 from .session_records import SessionRecords
 
@@ -33,7 +37,7 @@ SCORE_LOG = "score_log.csv"
 SCORES = "scores.csv"
 COMMANDS = "commands.csv"
 SCORES_HEADER = ("attempt", "timestamp", "called_at_ms", "working_s", "elapsed_ms", "score", "valid", "normalized",
-                 "counting_score", "is_final", "message")
+                 "counting_score", "is_final", "message", "files_attempt", "fingerprint")
 COMMANDS_HEADER = ("id", "started_at", "ended_at", "duration_s", "cwd", "exit_status", "command", "output_bytes",
                    "truncated", "working_s")
 
@@ -63,12 +67,14 @@ def score_log_rows(rec: SessionRecords) -> list[list[Any]]:
 
 
 def score_rows(rec: SessionRecords) -> list[list[Any]]:
-    counting = running_final([s.value for s in rec.scorings], Aggregation(rec.meta.aggregation))
-    final = rec.final_scoring if rec.finished else None
+    counting = running_counting([s.value for s in rec.scorings], Aggregation(rec.meta.aggregation),
+                                [s.fingerprint for s in rec.scorings])
+    final = set(rec.counting.scorings) if rec.finished and rec.counting is not None else set()
+    group = {i: a.number for a in rec.attempts for i in a.indexes}
     return [[s.attempt, iso_seconds(s.called_at / 1000), s.called_at, round(s.working_s, 3), s.elapsed_ms,
              fmt_score(s.value), s.valid, fmt_score(s.normalized), fmt_score(c),
-             final is not None and final.attempt == s.attempt, json.dumps(s.message, ensure_ascii=False, default=str)]
-            for s, c in zip(rec.scorings, counting)]
+             s.attempt in final, json.dumps(s.message, ensure_ascii=False, default=str), group[i], _blank(s.fingerprint)]
+            for i, (s, c) in enumerate(zip(rec.scorings, counting))]
 
 
 def command_rows(rec: SessionRecords) -> list[list[Any]]:

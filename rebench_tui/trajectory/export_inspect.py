@@ -32,7 +32,8 @@ JSON constant ``NaN`` and ``read_eval_log`` reads back as ``float('nan')``; ``"I
 value (``vivaria_score``) so null and NaN stay apart.
 
 Status: a finished session is ``status="success"`` with ``results`` and ``sample.scores`` (the
-counting score; NaN with an explanation when no scoring was valid). An unfinished session is
+counting score: the median of the counting attempt's re-scores, whose scorings its metadata's
+``counting`` names; NaN with an explanation when no scoring was valid). An unfinished session is
 ``status="started"`` (Inspect's status for a run still in progress): no ``results``, no
 ``sample.scores``, no final ``ScoreEvent``; its intermediate scorings, clock events and
 ``HumanAgentState:running_state`` say where it stands.
@@ -239,23 +240,29 @@ class _Builder:
         if s is None or self.final_done:
             return
         self.final_done = True
-        fs = self.rec.final_scoring
+        fc = self.rec.counting
         self.events.append(self.ia["ScoreEvent"](
             score=s, target="", intermediate=False, scorer=SCORER,
-            **self.common(row, tag="final-score", final_attempt=None if fs is None else fs.attempt,
-                          normalized_score=None if fs is None else _finite_or_none(fs.normalized),
+            **self.common(row, tag="final-score", final_attempt=None if fc is None else fc.representative,
+                          final_scorings=None if fc is None else list(fc.scorings),
+                          normalized_score=None if fc is None else _finite_or_none(fc.normalized),
                           aggregation=self.rec.meta.aggregation)))
 
     def final_score(self) -> Any | None:
+        """The counting score (the median of the counting attempt's re-scores); its explanation and
+        metadata are those of the scoring that stands for the attempt, plus ``counting``."""
         if not self.rec.finished:
             return None
-        fs = self.rec.final_scoring
+        fc = self.rec.counting
         Score = self.ia["Score"]
-        if fs is None:
+        if fc is None:
             return Score(value=math.nan, answer=self.rec.submission,
                          explanation=json.dumps({"error": "no valid scoring"}), reason="scoring_failed")
-        return Score(value=fs.value, answer=self.rec.submission,
-                     explanation=json.dumps(fs.message, ensure_ascii=False), metadata=dict(fs.details))
+        fs = self.rec.scorings[fc.representative - 1]
+        counting = {"attempt": fc.attempt, "scorings": list(fc.scorings), "n": fc.n, "median": fc.score,
+                    "low": fc.low, "high": fc.high}
+        return Score(value=fc.score, answer=self.rec.submission,
+                     explanation=json.dumps(fs.message, ensure_ascii=False), metadata={**fs.details, "counting": counting})
 
     def build_events(self) -> list[Any]:
         rec = self.rec
@@ -340,14 +347,15 @@ def build_eval_log(rec: SessionRecords) -> Any:
 
     results = None
     if rec.finished:
-        fs = rec.final_scoring
+        fc = rec.counting
         results = ia["EvalResults"](
             total_samples=1, completed_samples=1,
             scores=[ia["EvalScore"](
                 name=SCORER, scorer=SCORER, scored_samples=1, unscored_samples=0,
                 metrics={"mean": ia["EvalMetric"](name="mean", value=final.value if isinstance(final.value, (int, float)) else math.nan)},
-                metadata={"final_attempt": None if fs is None else fs.attempt,
-                          "normalized_score": None if fs is None else _finite_or_none(fs.normalized),
+                metadata={"final_attempt": None if fc is None else fc.representative,
+                          "final_scorings": None if fc is None else list(fc.scorings),
+                          "normalized_score": None if fc is None else _finite_or_none(fc.normalized),
                           "direction": m.direction, "aggregation": m.aggregation,
                           "start_score": m.start_score, "reference_score": m.reference_score})])
 

@@ -4,8 +4,10 @@
   ``run.json``            the run and its trunk branch in one object: ``id`` (= runId), ``taskId``
                           (``family/task``, lower case), ``taskVersion``, ``name``, ``createdAt``,
                           ``agentBranchNumber`` 0, ``startedAt``, ``completedAt``, ``submission``,
-                          ``score`` (the final score; null while unfinished or with no valid
-                          scoring), ``usageLimits`` ``{"total_seconds": limit}`` (a human run has no
+                          ``score`` (the final score: the median of the counting attempt's
+                          re-scores; null while unfinished or with no valid scoring; metadata's
+                          ``final_scorings`` lists the scorings it is the median of),
+                          ``usageLimits`` ``{"total_seconds": limit}`` (a human run has no
                           token, action or cost limit, so those keys are left out), ``usage``
                           ``{"total_seconds": working seconds used}``, ``isInteractive`` true,
                           ``fatalError`` null, and a free-form ``metadata`` object
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -95,12 +98,13 @@ def score_rows(rec: SessionRecords) -> list[dict[str, Any]]:
 def run_row(rec: SessionRecords) -> dict[str, Any]:
     m = rec.meta
     audit = rec.folder / AUDIT
-    fs = rec.final_scoring if rec.finished else None
+    fc = rec.counting if rec.finished else None
     metadata = {
         **m.metadata,
         **rec.run_facts,
         "final_attempt": m.final_attempt,
-        "normalized_score": None if fs is None or not fs.valid else fs.normalized,
+        "final_scorings": None if fc is None else list(fc.scorings),
+        "normalized_score": None if fc is None or not math.isfinite(fc.normalized) else fc.normalized,
         "export": {
             "by": f"rebench-tui {__version__}",
             "audit_sha256": hashlib.sha256(audit.read_bytes()).hexdigest() if audit.is_file() else None,

@@ -19,8 +19,8 @@ from typing import Any
 import pydantic_core
 
 from ..errors import RebenchError
-from ..scoring import Aggregation, final_index, normalize
-from ..session.records import SessionMeta
+from ..scoring import Aggregation, Attempt, attempt_fingerprint, counting_attempt, group_attempts, normalize
+from ..session.records import CountingScore, SessionMeta
 
 META = "session.json"
 AUDIT = "audit.jsonl"
@@ -124,6 +124,11 @@ class Scoring:
     @property
     def valid(self) -> bool:
         return math.isfinite(self.value)
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The attempt fingerprint of the files it scored (None: recorded without one)."""
+        return attempt_fingerprint(self.details)
 
 
 @dataclass(frozen=True)
@@ -301,14 +306,31 @@ class SessionRecords:
                                self.elapsed_ms(int(row["calledAt"])), c.get("message") or {}, c.get("details") or {}))
         return out
 
+    @cached_property
+    def attempts(self) -> list[Attempt]:
+        """The scorings grouped into attempts (same fingerprint: re-scores of the same files)."""
+        return group_attempts([s.value for s in self.scorings], [s.fingerprint for s in self.scorings])
+
+    @cached_property
+    def counting(self) -> CountingScore | None:
+        """The score that counts by the rule (``scoring.counting_attempt``), from the log: the median
+        of the best attempt's valid scorings. For a finished session it is session.json's final
+        score (``rebench-tui verify`` checks that they agree)."""
+        a = counting_attempt([s.value for s in self.scorings], Aggregation(self.meta.aggregation),
+                             [s.fingerprint for s in self.scorings])
+        return None if a is None else CountingScore.of(a, [s.attempt for s in self.scorings], self.normalize)
+
     @property
     def final_scoring(self) -> Scoring | None:
-        """The scoring that counts: session.json's final attempt once finished, else the current one by rule."""
+        """The scoring that stands for the score that counts (the counting attempt's scoring nearest
+        its median): session.json's final attempt once finished, else the current one by rule. Its
+        value is the counting score only when the attempt was scored once: use :attr:`counting`
+        for the score itself."""
         if self.finished:
             n = self.meta.final_attempt
             return self.scorings[n - 1] if n is not None and 0 < n <= len(self.scorings) else None
-        idx = final_index([s.value for s in self.scorings], Aggregation(self.meta.aggregation))
-        return None if idx is None else self.scorings[idx]
+        c = self.counting
+        return None if c is None else self.scorings[c.representative - 1]
 
     # -- commands ----------------------------------------------------------------------------
     @cached_property

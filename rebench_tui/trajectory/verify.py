@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..scoring import Aggregation, final_index
+from ..scoring import Aggregation, attempt_fingerprint, counting_attempt
 from .audit import genesis_hash, line_hash
 from .entries import TraceEntry
 
@@ -152,13 +152,24 @@ def check_final(folder: Path, rows: list[dict[str, Any]], report: Report) -> Non
     if meta.get("status") != "finished":
         report.add("session.json", True, "session not finished: no final score to check")
         return
-    scores = [r["content"]["score"] for r in rows if r["content"]["type"] == "intermediateScore"]
-    values = [math.nan if s is None else float(s) for s in scores]
-    idx = final_index(values, Aggregation(meta["aggregation"]))
-    expected = None if idx is None else values[idx]
+    scorings = [r["content"] for r in rows if r["content"]["type"] == "intermediateScore"]
+    values = [math.nan if c["score"] is None else float(c["score"]) for c in scorings]
+    # Re-scores of unchanged files (the same attempt fingerprint) count with their median; a row
+    # recorded without a fingerprint (an older session) is an attempt of its own.
+    fingerprints = [attempt_fingerprint(c.get("details")) for c in scorings]
+    counting = counting_attempt(values, Aggregation(meta["aggregation"]), fingerprints)
+    expected = None if counting is None else counting.median
     stated = meta.get("final_score")
     ok = (expected is None and stated is None) or (expected is not None and stated is not None and _same(expected, float(stated)))
-    report.add("final score", ok, f"session.json says {stated}, the audit log's scorings give {expected} by rule {meta['aggregation']}")
+    how = "" if counting is None or counting.n == 1 else (
+        f" (the median of attempt {counting.number}'s {counting.n} scorings "
+        f"{', '.join(str(i + 1) for i in counting.valid_indexes)})")
+    report.add("final score", ok, f"session.json says {stated}, the audit log's scorings give {expected}{how} "
+                                  f"by rule {meta['aggregation']}")
+    named = meta.get("final_scorings")
+    if named:  # written since attempts are grouped: the scorings whose median the final score is
+        want = [] if counting is None else [i + 1 for i in counting.valid_indexes]
+        report.add("final scorings", named == want, f"session.json names scorings {named}, the audit log gives {want}")
     finished = [r for r in rows if isinstance(r["content"].get("content"), list) and len(r["content"]["content"]) > 1
                 and isinstance(r["content"]["content"][1], dict) and r["content"]["content"][1].get("event") == "session_finished"]
     if not finished:

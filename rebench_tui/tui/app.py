@@ -23,6 +23,7 @@ from textual.widgets import Footer, Markdown, Static
 
 from ..clock import format_hms
 from ..errors import RebenchError
+from ..scoring import group_attempts
 from ..session import Session
 from .keymap import load_keymap
 from .messages import ScoreFailed, ScoreFinished, SessionUpdate
@@ -95,12 +96,7 @@ class RebenchApp(App[None]):
         keymap = load_keymap(self.keymap_path, ids)
         if keymap:
             self.set_keymap(keymap)
-        table = self.query_one(ScoreTable)
-        best = self.session.final()
-        for rec in self.session.history:
-            table.add_record(rec, is_best=best is not None and rec.attempt == best.attempt)
-        self.query_one(ScoreChart).set_records(self.session.history)
-        self._show_best()
+        self._show_history()
         self.session.subscribe(lambda ev: self.post_message(SessionUpdate(ev)))
         if self.watch_files:
             self._start_watcher()
@@ -153,13 +149,7 @@ class RebenchApp(App[None]):
             changes, raw = ev.data
             self.query_one(FileFeed).add_batch(changes, raw)
         elif ev.kind == "score":
-            rec = ev.data
-            best = self.session.final()
-            table = self.query_one(ScoreTable)
-            table.add_record(rec, is_best=best is not None and best.attempt == rec.attempt)
-            table.mark_best(best.attempt if best else None)
-            self.query_one(ScoreChart).set_records(self.session.history)
-            self._show_best()
+            self._show_history()
         elif ev.kind == "commands":
             feed = self.query_one(FileFeed)
             for row in ev.data:
@@ -187,6 +177,15 @@ class RebenchApp(App[None]):
             self.query_one(FileFeed).add_line(f"link restored after {ev.data:.0f} s")
             self.notify(f"Link to {self.session.sandbox.host} restored after {ev.data:.0f} s; nothing was lost.", timeout=10)
 
+    def _show_history(self) -> None:
+        """The score table, the chart and the counting line, from the session's history."""
+        s = self.session
+        history = list(s.history)  # a scoring worker may append meanwhile: one snapshot for the table
+        attempts = group_attempts([r.score for r in history], [r.fingerprint for r in history])
+        self.query_one(ScoreTable).show(history, attempts, s.final())
+        self.query_one(ScoreChart).set_records(history)
+        self._show_best()
+
     def _show_best(self) -> None:
         s = self.session
         best = s.final()
@@ -196,7 +195,12 @@ class RebenchApp(App[None]):
         elif best is None:
             text = f"no valid score yet · counts: {rule} · start {s.meta.start_score:g}, reference {s.meta.reference_score:g}"
         else:
-            text = (f"counts ({rule}): {_fmt(best.score)} (normalized {fmt_normalized(best.normalized)}, attempt {best.attempt})"
+            if best.n == 1:
+                which = f"scoring {best.representative}"
+            else:  # re-scores of unchanged files: their median counts, not the luckiest of them
+                which = (f"attempt {best.attempt}: median of {best.n} re-scores, "
+                         f"{_fmt(best.low)}–{_fmt(best.high)}")
+            text = (f"counts ({rule}): {_fmt(best.score)} (normalized {fmt_normalized(best.normalized)}, {which})"
                     f" · start {s.meta.start_score:g}, reference {s.meta.reference_score:g}")
         self.query_one("#best", Static).update(text)
 
@@ -250,9 +254,20 @@ class RebenchApp(App[None]):
         elif self.session.hidden:
             self.notify(f"Scoring {rec.attempt} recorded (scores are hidden in this environment).")
         elif rec.valid:
-            self.notify(f"Score {rec.attempt}: {_fmt(rec.score)} (normalized {fmt_normalized(rec.normalized)})")
+            self.notify(f"Score {rec.attempt}: {_fmt(rec.score)} (normalized {fmt_normalized(rec.normalized)})"
+                        + self._rescore_note(rec))
         else:
             self.notify(f"Score {rec.attempt}: NaN — {rec.message}", severity="error", timeout=15)
+
+    def _rescore_note(self, rec) -> str:
+        """For a re-score of unchanged files: which attempt it joined, and that attempt's median."""
+        s = self.session
+        pos = rec.attempt - 1
+        for a in s.attempts():
+            if pos in a.indexes and len(a.indexes) > 1:
+                return (f"; files unchanged: re-score of attempt {a.number}, which counts with the median of its "
+                        f"{a.n} valid scorings, {_fmt(a.median)}")
+        return ""
 
     @on(ScoreFailed)
     def _on_score_failed(self, msg: ScoreFailed) -> None:

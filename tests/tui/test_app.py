@@ -256,3 +256,74 @@ async def test_compare_key_shows_this_environments_sessions(session_for, fake_cl
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, CompareScreen)
+
+
+DRAWS = (-1.462, -1.663, -1.628)  # the same unchanged solution, scored three times in a row (the reported case)
+
+
+def noisy_env(env_copy, counter):
+    """The toy environment with a scorer that, for the answer ``noisy``, returns the next of DRAWS:
+    a timing score's noise, on files that do not change."""
+
+    def edit(d):
+        score = d / "protected" / "score.py"
+        text = score.read_text()
+        anchor = 'secret_ok = open(os.path.join(protected, "secret.txt")).read().startswith("held-out")\n'
+        assert anchor in text
+        draw = (f'if answer == "noisy":\n'
+                f'    _n = int(open({str(counter)!r}).read()) if os.path.exists({str(counter)!r}) else 0\n'
+                f'    open({str(counter)!r}, "w").write(str(_n + 1))\n'
+                f'    answer = repr({DRAWS!r}[_n % {len(DRAWS)}])\n')
+        score.write_text(text.replace(anchor, anchor + draw))
+
+    return env_copy(FIXTURE_ENVS / "toy_score", edit)
+
+
+async def press_score(app, pilot):
+    await pilot.press("s")
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["file recorder", "workspace scan"])
+async def test_rescores_of_unchanged_files_count_with_their_median(session_for, env_copy, tmp_path, watch):
+    s = session_for(noisy_env(env_copy, tmp_path / "draws"))
+    (s.workspace / "solution" / "answer.txt").write_text("noisy\n")
+    app = RebenchApp(s, watch_files=watch)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()  # the file recorder has started (when watched)
+        table = app.query_one(ScoreTable)
+        best = app.query_one("#best")
+        await press_score(app, pilot)
+        row = table.get_row_at(0)
+        assert (row[0], row[2], row[4], row[5], row[6]) == ("1", "-1.462", "★", "1", "1")  # n=1: the scoring itself
+        assert "counts (lowest): -1.462" in str(best.render())
+        await press_score(app, pilot)
+        row = table.get_row_at(1)
+        assert row[0] == "2" and row[2] == "-1.663" and row[5] == "re-score of 1"
+        assert row[6] == "2 · -1.562 · -1.663–-1.462"  # the median of two is their mean
+        assert "counts (lowest): -1.562" in str(best.render())  # not the luckier -1.663
+        await press_score(app, pilot)
+        rows = [table.get_row_at(i) for i in range(3)]
+        assert [r[2] for r in rows] == ["-1.462", "-1.663", "-1.628"]
+        assert [r[4] for r in rows] == ["★", "★", "★"]  # the three scorings whose median counts
+        assert [r[5] for r in rows] == ["1", "re-score of 1", "re-score of 1"]
+        assert all(r[6] == "3 · -1.628 · -1.663–-1.462" for r in rows)  # every row of the attempt, brought up to date
+        text = str(best.render())
+        assert "counts (lowest): -1.628" in text and "median of 3 re-scores, -1.663–-1.462" in text
+        assert s.final().score == -1.628 and s.final().scorings == (1, 2, 3) and s.final().representative == 3
+
+        # one changed byte is a new attempt: its single draw (-1.462) is not better than attempt 1's median
+        (s.workspace / "solution" / "answer.txt").write_text("noisy \n")
+        await press_score(app, pilot)
+        row = table.get_row_at(3)
+        assert row[2] == "-1.462" and row[4] == "" and row[5] == "2" and row[6] == "1"
+        assert "counts (lowest): -1.628" in str(best.render())
+    fps = [r.fingerprint for r in s.history]
+    assert fps[0] == fps[1] == fps[2] != fps[3] and len(fps[0]) == 64
+    sources = {r.details["attempt"]["source"] for r in s.history}
+    assert sources == {"file recorder" if watch else "workspace scan"}
+    assert all(r.n_files == s.history[0].n_files for r in s.history) and s.history[0].n_files >= 2
+    rows = [r for r in read_entries(s.folder / "audit.jsonl") if r["content"]["type"] == "intermediateScore"]
+    assert [r["content"]["details"]["attempt"]["fingerprint"] for r in rows] == fps
+    assert s.store.get(s.id)["final_score"] == -1.628

@@ -314,6 +314,11 @@ def test_our_own_exports_compare_like_the_session(scored_session, tmp_path, reso
     (insp,) = read_inspect_log(log_path, EnvResolver(load_catalog(ROOT / "tests" / "fixtures" / "environments", KNOWN_IMAGES)))
     assert insp.human
     same(pairs(insp), pairs(direct), tol=1e-3)
+    # every source keeps the attempt fingerprints: the re-score (the submission's scoring of the
+    # unchanged 4) joins its attempt in all three
+    fps = direct.fingerprints
+    assert all(fps) and fps[2] == fps[3] and len(set(fps)) == 3
+    assert bundle.fingerprints == fps and insp.fingerprints == fps
 
 
 # -- analysis ---------------------------------------------------------------------------------------
@@ -329,6 +334,21 @@ def test_best_so_far_min_rule_and_step_lookup():
     assert A.final_at(run, 7200) == 1.23 and A.final_at(run, 8 * 3600) == 0.745 and A.final_at(run) == 0.745
     assert A.normalized_final_at(run, 2 * 3600) == pytest.approx(0.5)
     assert math.isnan(A.final_at(run, 599)) and A.final_value(run, 599) == 0.0
+
+
+def test_best_so_far_counts_re_scores_with_their_median():
+    """Scorings of the same files (one fingerprint) are one attempt: its median counts, so a lucky
+    re-score does not lower the curve to itself, and a later unlucky one can raise it again."""
+    env = ENV["triton_cumsum"]
+    run = make_run(SourceKind.HUMAN_SESSION, "h", env, "human",
+                   [Scoring(600, -1.462, "a"), Scoring(700, -1.663, "a"), Scoring(800, -1.628, "a"),
+                    Scoring(900, -1.5, "b"), Scoring(1000, NAN, "b")], finished=True, human=True)
+    raw = A.best_so_far(run)
+    assert raw.values == pytest.approx((-1.462, -1.5625, -1.628, -1.628, -1.628))
+    assert A.final_at(run) == -1.628 and A.final_at(run, 750) == pytest.approx(-1.5625)
+    # the same scorings without fingerprints (an agent run): the best of them, as before
+    plain = run_of(env, [(600, -1.462), (700, -1.663), (800, -1.628), (900, -1.5), (1000, NAN)])
+    assert A.final_at(plain) == -1.663
 
 
 def test_nan_until_the_first_valid_score_and_clipping():

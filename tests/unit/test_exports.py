@@ -9,7 +9,8 @@ Timeline of the finished session, in fake-clock seconds from the start (working 
   455 [155]  command 2 (`python train.py`, exit 1, output cut); answer 5, scored -> attempt 3: 5;
             a command gap; command 3 (`sleep 1000`) starts and never ends
   465 [165]  submit "final": the final scoring (attempt 4: 5), the submission, the finish
-The counting score (lower is better, rule min) is attempt 3's 5.
+The counting score (lower is better, rule min) is 5: scorings 3 and 4 scored the same files, so
+they are re-scores of one attempt, which counts with their median (5).
 """
 
 from __future__ import annotations
@@ -144,6 +145,8 @@ def test_inspect_export_loads_as_a_human_cli_baseline(finished, tmp_path):
     assert inter[2].working_start == pytest.approx(455, abs=0.1)
     (final,) = [e for e in scores if not e.intermediate]
     assert final.score.value == 5 and final.score.answer == "final" and final.metadata["final_attempt"] == 3
+    assert final.metadata["final_scorings"] == [3, 4] and final.score.metadata["counting"]["n"] == 2
+    assert inter[3].score.metadata["attempt"]["source"] == "file recorder"
     assert sample.scores[SCORER].value == 5
     assert log.results.scores[0].metrics["mean"].value == 5
 
@@ -266,7 +269,10 @@ def test_csv_tables(finished, tmp_path):
     assert [r["valid"] for r in rows] == ["True", "False", "True", "True"]
     assert [float(r["normalized"]) for r in rows if r["valid"] == "True"] == [0.25, 0.625, 0.625]
     assert [r["counting_score"] for r in rows] == ["8.0", "8.0", "5.0", "5.0"]
-    assert [r["is_final"] for r in rows] == ["False", "False", "True", "False"]
+    assert [r["is_final"] for r in rows] == ["False", "False", "True", "True"]  # the re-scores whose median counts
+    assert [r["files_attempt"] for r in rows] == ["1", "2", "3", "3"]
+    fps = [r["fingerprint"] for r in rows]
+    assert all(len(f) == 64 for f in fps) and len(set(fps)) == 3 and fps[2] == fps[3]
     cmds = list(csv.DictReader(open(out / "commands.csv")))
     assert [c["id"] for c in cmds] == ["101-1", "101-2", "101-3"]
     assert [c["command"] for c in cmds] == ["ls -la", "python train.py", "sleep 1000"]

@@ -63,6 +63,26 @@ def test_changes_cross_from_the_child_with_diffs_and_flush_waits_for_them(tmp_pa
     assert json.loads(r.state_path.read_text())["train.py"]["size"] == len("lr = 1e-3\n")
 
 
+def test_the_child_answers_with_the_fingerprint_of_what_it_has_recorded(tmp_path):
+    from rebench_tui.session.files import fingerprint, scan
+
+    sink = Sink()
+    r = _recorder(tmp_path, sink)
+    (r.root / "model.py").write_text("w = 1\n")
+    r.start()
+    try:
+        first = r.state_fingerprint()
+        assert first == fingerprint(scan(r.root)) and first[1] == 1
+        (r.root / "model.py").write_text("w = 2\n")
+        r.flush()
+        assert r.state_fingerprint() == fingerprint(scan(r.root)) != first
+        os.kill(r._proc.pid, signal.SIGKILL)  # no answer from a dead child: None (the session then scans)
+        r._proc.wait()
+        assert r.state_fingerprint(timeout=2.0) in (None, fingerprint(scan(r.root)))  # or its replacement's
+    finally:
+        r.stop()
+
+
 def test_a_killed_child_is_replaced_and_what_changed_meanwhile_is_recorded_once(tmp_path):
     sink = Sink()
     errors: list[Exception] = []

@@ -146,3 +146,57 @@ def test_odd_file_names(tmp_path):
     finally:
         w.stop()
     assert {c.path for c in sink.changes} == {"new\nline.txt", "long" * 60}
+
+
+# -- the attempt fingerprint ---------------------------------------------------------------------
+
+def test_fingerprint_is_the_files_content_and_nothing_else():
+    from rebench_tui.session.files import fingerprint
+
+    a = {"solution/x.py": {"size": 3, "mtime": 1.0, "sha256": "a" * 64}, "notes.md": {"size": 1, "mtime": 2.0, "sha256": "b" * 64}}
+    fp, n = fingerprint(a)
+    assert n == 2 and len(fp) == 64
+    # the order of the entries and a file's mtime (when it has a hash) do not enter
+    b = {"notes.md": {"size": 1, "mtime": 9.0, "sha256": "b" * 64}, "solution/x.py": {"size": 3, "mtime": 5.0, "sha256": "a" * 64}}
+    assert fingerprint(b) == (fp, 2)
+    # content, a path, an added or removed file do
+    assert fingerprint({**a, "solution/x.py": {"size": 3, "mtime": 1.0, "sha256": "c" * 64}})[0] != fp
+    assert fingerprint({"solution/y.py": a["solution/x.py"], "notes.md": a["notes.md"]})[0] != fp
+    assert fingerprint({**a, "extra": {"size": 0, "mtime": 1.0, "sha256": "d" * 64}}) [1] == 3
+    assert fingerprint({"notes.md": a["notes.md"]})[0] != fp
+    # no field runs into the next: a path that spells another entry is still another state
+    assert fingerprint({"ab": {"sha256": "c" * 64}}) != fingerprint({"a": {"sha256": "bc" + "c" * 62}})
+    # unhashed files: links by kind and size, files above the hash limit by size and mtime
+    big = {"ckpt.pt": {"size": 3 * 1024**3, "mtime": 1.0, "sha256": None}}
+    assert fingerprint(big) != fingerprint({"ckpt.pt": {**big["ckpt.pt"], "mtime": 2.0}})
+    link = {"l": {"size": 4, "mtime": 1.0, "sha256": None, "kind": "link"}}
+    assert fingerprint(link) == fingerprint({"l": {**link["l"], "mtime": 7.0}}) != fingerprint({"l": {**link["l"], "size": 5}})
+    assert fingerprint({}) == fingerprint({}) and fingerprint({})[1] == 0
+    # a name that is not UTF-8 (surrogate-escaped) is fingerprinted too
+    assert fingerprint({"bad-\udcff.txt": {"sha256": "e" * 64}})[1] == 1
+
+
+def test_the_watchers_state_fingerprint_is_the_folders(tmp_path):
+    """After a flush the watcher's recorded state and a fresh scan of the folder agree, so a
+    scoring fingerprinted by either source names the same attempt."""
+    from rebench_tui.session.files import fingerprint, scan
+
+    root, sink, w = watcher(tmp_path, interval=0.05)
+    (root / "solution").mkdir()
+    (root / "solution" / "x.py").write_text("x = 1\n")
+    assert w.state_fingerprint() is None  # not started: no state yet
+    w.start()
+    try:
+        first = w.state_fingerprint()
+        assert first == fingerprint(scan(root)) and first[1] == 1
+        (root / "solution" / "x.py").write_text("x = 2\n")
+        (root / "__pycache__").mkdir()
+        (root / "__pycache__" / "x.pyc").write_bytes(b"\0")  # caches are not part of an attempt
+        w.flush()
+        second = w.state_fingerprint()
+        assert second != first and second == fingerprint(scan(root))
+        (root / "solution" / "x.py").write_text("x = 1\n")  # changed back: the first attempt again
+        w.flush()
+        assert w.state_fingerprint() == first
+    finally:
+        w.stop()

@@ -97,3 +97,46 @@ def test_poller_scanner_sees_changes_and_skips_ignored(tmp_path):
     (tmp_path / "a.txt").write_text("xy")
     again = sc.scan()
     assert sc.changed == {"a.txt"} and again["a.txt"]["size"] == 2 and again["a.txt"]["sha256"] != first["a.txt"]["sha256"]
+
+
+def test_remote_feed_fingerprint_is_the_scanned_homes(tmp_path):
+    """The remote file feed's state after its scans gives the same attempt fingerprint as a scan of
+    the same files here: a remote scoring and a local one of equal files name one attempt."""
+    from rebench_tui.session.files import DEFAULT_IGNORE, fingerprint, scan
+    from rebench_tui.session.remote_files import RemoteFileWatcher
+
+    home = tmp_path / "home"
+    (home / "solution").mkdir(parents=True)
+    (home / "solution" / "x.py").write_text("x = 1\n")
+    scanner = Scanner(str(home), list(DEFAULT_IGNORE))
+    changed = threading.Event()
+
+    class Stream:
+        closed = False
+
+        def __iter__(self):
+            yield {"type": "scan", "full": True, "seq": 0, "files": scanner.scan()}
+            changed.wait(5)
+            files = scanner.scan()
+            yield {"type": "scan", "seq": 1, "files": {r: files[r] for r in scanner.changed}, "deleted": []}
+            while not self.closed:
+                threading.Event().wait(0.05)
+                yield {"type": "scan", "seq": 2, "files": {}, "deleted": []}
+
+        def close(self):
+            self.closed = True
+
+    (tmp_path / "state").mkdir()
+    w = RemoteFileWatcher(Stream, lambda changes, raw, state: None, tmp_path / "state" / "files.json", interval=0.05)
+    assert w.state_fingerprint() is None  # no scan yet
+    w.start()
+    try:
+        w.flush(timeout=2)
+        first = w.state_fingerprint()
+        assert first == fingerprint(scan(home)) and first[1] == 1
+        (home / "solution" / "x.py").write_text("x = 2\n")
+        changed.set()
+        w.flush(timeout=2)
+        assert w.state_fingerprint() == fingerprint(scan(home)) != first
+    finally:
+        w.stop()

@@ -5,11 +5,14 @@ import pytest
 
 from rebench_tui.scoring import (
     Aggregation,
-    final_index,
+    attempt_fingerprint,
+    counting_attempt,
+    counting_score,
+    group_attempts,
     json_score,
     normalize,
     parse_scorer_output,
-    running_final,
+    running_counting,
 )
 
 
@@ -87,21 +90,119 @@ def test_normalize_higher_is_better_and_nan():
         normalize(1.0, 0.5, 0.5)
 
 
-def test_final_index_by_rule():
+def final_index(scores, aggregation, fingerprints=None):
+    a = counting_attempt(scores, aggregation, fingerprints)
+    return None if a is None else a.representative
+
+
+def test_without_fingerprints_every_scoring_is_its_own_attempt():
+    """Old sessions (no fingerprints) keep the plain rule: best valid, or last valid."""
     scores = [3.0, math.nan, 1.0, 2.0, math.nan]
     assert final_index(scores, Aggregation.MIN) == 2
     assert final_index(scores, Aggregation.MAX) == 0
     assert final_index(scores, Aggregation.LAST) == 3
     assert final_index([math.nan], Aggregation.MIN) is None
     assert final_index([], Aggregation.LAST) is None
+    assert counting_score(scores, Aggregation.MIN) == 1.0 and math.isnan(counting_score([], Aggregation.MIN))
+    assert [a.number for a in group_attempts(scores)] == [1, 2, 3, 4, 5]
+    assert final_index(scores, Aggregation.MIN, [None] * 5) == 2  # a row without a fingerprint: its own attempt
 
 
-def test_running_final():
+def test_running_counting_without_fingerprints_is_best_so_far():
     s = [math.nan, 3.0, 4.0, 1.0, math.nan, 2.0]
-    r = running_final(s, Aggregation.MIN)
+    r = running_counting(s, Aggregation.MIN)
     assert math.isnan(r[0]) and r[1:] == [3.0, 3.0, 1.0, 1.0, 1.0]
-    assert running_final(s, Aggregation.MAX)[1:] == [3.0, 4.0, 4.0, 4.0, 4.0]
-    assert running_final(s, Aggregation.LAST)[1:] == [3.0, 4.0, 1.0, 1.0, 2.0]
+    assert running_counting(s, Aggregation.MAX)[1:] == [3.0, 4.0, 4.0, 4.0, 4.0]
+    assert running_counting(s, Aggregation.LAST)[1:] == [3.0, 4.0, 1.0, 1.0, 2.0]
+
+
+def test_three_rescores_of_unchanged_files_count_with_their_median():
+    """The reported case: one unchanged starting solution scored three times."""
+    scores = [-1.462, -1.663, -1.628]
+    fps = ["a"] * 3
+    a = counting_attempt(scores, Aggregation.MIN, fps)
+    assert a.median == -1.628 and a.n == 3 and (a.low, a.high) == (-1.663, -1.462)
+    assert a.representative == 2  # the median scoring itself
+    assert counting_score(scores, Aggregation.MIN, fps) == -1.628  # not the luckiest draw, -1.663
+    assert counting_score(scores, Aggregation.MIN) == -1.663  # what the old rule gave
+    # after each scoring: the first alone, then the median of two (their mean), then of three
+    assert running_counting(scores, Aggregation.MIN, fps) == [-1.462, (-1.462 + -1.663) / 2, -1.628]
+
+
+def test_best_attempt_by_median_and_ties_go_to_the_earliest():
+    scores = [5.0, 1.0, 9.0, 3.0, 3.0, 2.0]
+    fps = ["x", "x", "x", "y", "y", "z"]
+    # x: median 5 of (5, 1, 9); y: 3; z: 2 (one scoring counts as itself)
+    assert [(a.number, a.fingerprint, a.median) for a in group_attempts(scores, fps)] == [(1, "x", 5.0), (2, "y", 3.0), (3, "z", 2.0)]
+    assert counting_attempt(scores, Aggregation.MIN, fps).fingerprint == "z"
+    assert counting_attempt(scores, Aggregation.MAX, fps).fingerprint == "x"
+    tie = counting_attempt([2.0, 1.0, 3.0, 2.0], Aggregation.MIN, ["a", "b", "b", "c"])
+    assert tie.fingerprint == "a" and tie.median == 2.0  # a (2) and b (median 2) tie: the earlier attempt
+    assert running_counting([2.0, 1.0, 3.0, 2.0], Aggregation.MIN, ["a", "b", "b", "c"]) == [2.0, 1.0, 2.0, 2.0]
+
+
+def test_even_count_median_is_the_mean_of_the_middle_two():
+    a = counting_attempt([4.0, 1.0, 2.0, 10.0], Aggregation.MIN, ["f"] * 4)
+    assert a.median == 3.0 and a.representative == 0  # 4.0 and 2.0 are as near: the earlier one
+
+
+def test_files_changed_back_rejoin_their_attempt():
+    scores = [3.0, 1.0, 5.0]
+    fps = ["v1", "v2", "v1"]
+    attempts = group_attempts(scores, fps)
+    assert [a.indexes for a in attempts] == [(0, 2), (1,)]
+    assert counting_score(scores, Aggregation.MAX, fps) == 4.0  # v1: median of 3 and 5
+    assert counting_score(scores, Aggregation.MIN, fps) == 1.0
+
+
+def test_nan_rescores_do_not_enter_the_median_and_an_all_nan_attempt_never_counts():
+    nan = math.nan
+    scores = [2.0, nan, 4.0, nan, nan, 0.5]
+    fps = ["a", "a", "a", "b", "b", None]
+    attempts = group_attempts(scores, fps)
+    a, b, c = attempts
+    assert a.indexes == (0, 1, 2) and a.valid_indexes == (0, 2) and a.n == 2 and a.median == 3.0
+    assert not b.valid and math.isnan(b.median) and b.representative is None
+    assert c.fingerprint is None and c.median == 0.5
+    assert counting_attempt(scores, Aggregation.MIN, fps) == c
+    assert counting_attempt(scores, Aggregation.MAX, fps) == a
+    assert counting_attempt([nan, nan], Aggregation.MIN, ["a", "a"]) is None
+    assert math.isnan(counting_score([nan], Aggregation.LAST, ["a"]))
+    r = running_counting(scores, Aggregation.MAX, fps)
+    assert r[0] == 2.0 and r[1] == 2.0 and r[2] == 3.0 and r[3:] == [3.0, 3.0, 3.0]
+
+
+def test_last_counts_the_median_of_the_last_valid_scorings_attempt():
+    nan = math.nan
+    scores = [0.2, 0.5, 0.7, 0.4, nan]
+    fps = ["a", "b", "b", "a", "c"]
+    # the last valid scoring (0.4) is a re-score of a: a's median (0.2, 0.4) counts
+    assert counting_score(scores, Aggregation.LAST, fps) == pytest.approx(0.3)
+    assert running_counting(scores, Aggregation.LAST, fps) == [0.2, 0.5, 0.6, pytest.approx(0.3), pytest.approx(0.3)]
+
+
+def test_running_counting_agrees_with_counting_score_on_every_prefix():
+    import random
+
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randrange(0, 12)
+        scores = [rng.choice([math.nan, float(rng.randrange(5))]) for _ in range(n)]
+        fps = [rng.choice(["a", "b", "c", None]) for _ in range(n)]
+        for agg in Aggregation:
+            run = running_counting(scores, agg, fps)
+            for k in range(n):
+                want = counting_score(scores[: k + 1], agg, fps[: k + 1])
+                assert (math.isnan(want) and math.isnan(run[k])) or want == run[k], (scores, fps, agg, k)
+
+
+def test_attempt_fingerprint_reads_only_a_well_formed_value():
+    assert attempt_fingerprint({"attempt": {"fingerprint": "ab12", "n_files": 3}}) == "ab12"
+    for bad in (None, {}, {"attempt": None}, {"attempt": "ab12"}, {"attempt": {"fingerprint": ""}},
+                {"attempt": {"fingerprint": 5}}, "details"):
+        assert attempt_fingerprint(bad) is None
+    with pytest.raises(ValueError):
+        group_attempts([1.0, 2.0], ["a"])
 
 
 def test_json_score():

@@ -19,3 +19,19 @@ def test_upsert_list_scores_and_rebuild(tmp_path):
     assert n == 1 and [r["id"] for r in st.sessions()] == ["c"]
     st.close()
     assert Store(tmp_path).get("c")["env_id"] == "e3"  # persisted in a real SQLite file
+
+
+def test_scores_keep_their_attempt_fingerprint_and_an_older_index_gains_the_column(tmp_path):
+    import sqlite3
+
+    old = sqlite3.connect(tmp_path / "index.db")  # an index written before attempts were grouped
+    old.execute("create table sessions (id text primary key, env_id text, status text, created_at integer)")
+    old.execute("create table scores (session_id text, attempt integer, called_at integer, working_s float, "
+                "score float, normalized float, valid integer, message text, primary key (session_id, attempt))")
+    old.execute("insert into scores values ('a', 1, 1, 1.0, 2.0, 0.5, 1, '{}')")
+    old.commit()
+    old.close()
+    st = Store(tmp_path)
+    assert st.moved_aside is None
+    st.add_score("a", 2, 2000, 20.0, 1.5, 0.5, {}, fingerprint="f" * 64)
+    assert [(s["attempt"], s["fingerprint"]) for s in st.scores("a")] == [(1, None), (2, "f" * 64)]

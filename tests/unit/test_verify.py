@@ -99,3 +99,31 @@ def test_a_cut_last_line_is_found(finished_session):
     path.write_bytes(data[:-20])
     bad = failing(verify(finished_session.folder))
     assert bad and bad[0].line == data.count(b"\n")
+
+
+def test_final_score_of_rows_with_and_without_fingerprints(tmp_path):
+    """An older session's rows carry no fingerprint: each is an attempt of its own (the best
+    scoring counts, as it did); rows that share one count with their median."""
+    import json
+
+    from rebench_tui.trajectory.verify import Report, check_final
+
+    def rows(*scorings):
+        return [{"content": {"type": "intermediateScore", "score": v, "message": {},
+                             "details": {} if fp is None else {"attempt": {"fingerprint": fp, "n_files": 1}}}}
+                for v, fp in scorings]
+
+    def final_ok(stated, scorings):
+        (tmp_path / "session.json").write_text(json.dumps({"status": "finished", "aggregation": "min", "final_score": stated}))
+        report = Report(tmp_path)
+        check_final(tmp_path, rows(*scorings), report)
+        (f,) = [f for f in report.findings if f.check == "final score"]
+        return f.ok
+
+    old = [(-1.462, None), (-1.663, None), ("NaN", None), (-1.628, None)]
+    assert final_ok(-1.663, old) and not final_ok(-1.628, old)
+    new = [(-1.462, "a"), (-1.663, "a"), ("NaN", "a"), (-1.628, "a")]
+    assert final_ok(-1.628, new) and not final_ok(-1.663, new)
+    mixed = [(-1.7, None), (-1.462, "a"), (-1.663, "a"), (-1.628, "a")]
+    assert final_ok(-1.7, mixed)
+    assert final_ok(None, [("NaN", "a")])

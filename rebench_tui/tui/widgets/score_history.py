@@ -1,4 +1,9 @@
-"""Score history: a table of every scoring and a chart of score against working time."""
+"""Score history: a table of every scoring and a chart of score against working time.
+
+Scorings of unchanged files are re-scores of one attempt (``scoring.group_attempts``); the table
+says which attempt each scoring belongs to and that attempt's spread, and the chart's line is the
+counting score after each scoring (the median of the best attempt's re-scores).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,8 @@ from textual.widgets import DataTable
 from textual_plotext import PlotextPlot
 
 from ...clock import format_hms
-from ...scoring import Aggregation, running_final
-from ...session.records import ScoreRecord
+from ...scoring import Aggregation, Attempt, running_counting
+from ...session.records import CountingScore, ScoreRecord
 
 
 def _fmt(x: float, digits: int = 4) -> str:
@@ -31,31 +36,59 @@ def message_text(message: dict, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def attempt_cells(attempt: Attempt, pos: int, hidden: bool) -> tuple[str, str]:
+    """The attempt columns of the scoring at ``pos`` (an index into the scorings the attempt was
+    grouped from): which attempt it belongs to, and that attempt's n · median · min–max."""
+    label = str(attempt.number) if pos == attempt.indexes[0] else f"re-score of {attempt.number}"
+    nan = len(attempt.indexes) - attempt.n
+    n = f"{attempt.n}" + (f" (+{nan} NaN)" if nan else "")
+    if hidden or attempt.n < 2:
+        return label, n
+    return label, f"{n} · {_fmt(attempt.median)} · {_fmt(attempt.low)}–{_fmt(attempt.high)}"
+
+
 class ScoreTable(DataTable):
+    """One row per scoring. ``best`` stars the scorings whose median is the score that counts now;
+    ``attempt`` says which attempt a scoring belongs to (scorings of unchanged files are re-scores
+    of one attempt) and ``n · median · min–max`` that attempt's spread, updated as re-scores come."""
+
     DEFAULT_CSS = "ScoreTable { height: 1fr; min-height: 4; }"
+    COLUMNS = ("#", "working time", "score", "normalized", "best", "attempt", "n · median · min–max", "message")
+    BEST, ATTEMPT, SPREAD = 4, 5, 6
 
     def __init__(self, hidden: bool, **kw) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kw)
         self.hidden = hidden
 
     def on_mount(self) -> None:
-        self.add_columns("#", "working time", "score", "normalized", "best", "message")
+        self.add_columns(*self.COLUMNS)
 
-    def add_record(self, rec: ScoreRecord, is_best: bool) -> None:
-        if self.hidden:
-            cells = (str(rec.attempt), format_hms(rec.working_s), "hidden", "hidden", "", "scored (this environment hides scores)")
-        else:
-            cells = (str(rec.attempt), format_hms(rec.working_s), _fmt(rec.score), fmt_normalized(rec.normalized),
-                     "★" if is_best else "", message_text(rec.message))
-        self.add_row(*cells, key=str(rec.attempt))
-        self.move_cursor(row=self.row_count - 1)
-
-    def mark_best(self, best_attempt: int | None) -> None:
-        if self.hidden:
-            return
-        col = self.ordered_columns[4].key
-        for row_key in self.rows:
-            self.update_cell(row_key, col, "★" if row_key.value == str(best_attempt) else "")
+    def show(self, records: list[ScoreRecord], attempts: list[Attempt], counting: CountingScore | None) -> None:
+        """Show ``records`` (a session's history, in order): new ones are added, the attempt cells of
+        those already shown are brought up to date."""
+        of = {i: a for a in attempts for i in a.indexes}
+        counts = set(counting.scorings) if counting is not None else set()
+        cols = [c.key for c in self.ordered_columns]
+        added = False
+        for i, rec in enumerate(records):
+            label, spread = attempt_cells(of[i], i, self.hidden)
+            star = "★" if rec.attempt in counts and not self.hidden else ""
+            key = str(rec.attempt)
+            if key in self.rows:
+                for col, value in ((self.BEST, star), (self.ATTEMPT, label), (self.SPREAD, spread)):
+                    if self.get_cell(key, cols[col]) != value:
+                        self.update_cell(key, cols[col], value)
+                continue
+            if self.hidden:
+                cells = (key, format_hms(rec.working_s), "hidden", "hidden", "", label, spread,
+                         "scored (this environment hides scores)")
+            else:
+                cells = (key, format_hms(rec.working_s), _fmt(rec.score), fmt_normalized(rec.normalized), star, label, spread,
+                         message_text(rec.message))
+            self.add_row(*cells, key=key)
+            added = True
+        if added:
+            self.move_cursor(row=self.row_count - 1)
 
 
 class ScoreChart(PlotextPlot):
@@ -88,7 +121,8 @@ class ScoreChart(PlotextPlot):
         elif valid:
             xs = [r.working_s / 3600 for r in valid]
             plt.scatter(xs, [r.score for r in valid], label="score", marker="dot")
-            best = running_final([r.score for r in self.records], self.aggregation)
+            # the rule's counting score after each scoring (re-scores of one attempt count with their median)
+            best = running_counting([r.score for r in self.records], self.aggregation, [r.fingerprint for r in self.records])
             bx = [r.working_s / 3600 for r, b in zip(self.records, best) if math.isfinite(b)]
             by = [b for b in best if math.isfinite(b)]
             plt.plot(bx, by, label="counts" if self.aggregation is Aggregation.LAST else "best so far")
