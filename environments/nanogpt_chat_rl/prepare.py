@@ -7,8 +7,16 @@ workspace/ (the participant's, read-only at /home/agent/assets):
     README.txt            what these files are
 protected/ (held out, /protected/assets):
     heldout.json          held-out user messages and the two baselines' answers to them:
-                          {"prompts": [...], "baselines": {"base": [...], "sft": [...]}, ...}
+                          {"prompts": [...], "baselines": {"base": [...], "sft": [...]},
+                           "order_seed": int, ...}
+    tokenizer.json        the scorer's own copy of the tokenizer
     facts.json            how the assets were made (seeds, sizes, times, sources)
+
+Secrets drawn here (from the operating system's randomness, never a constant of this
+repository) and kept on the protected side only: ``split_seed`` (which topics or word pairs are
+held out and which messages are drawn; facts.json) and ``order_seed`` (the order in which the
+judge sees each pair of answers; heldout.json). The environment variable CHATRL_SPLIT_SEED pins
+the split (tests that reproduce a measured figure); never set it for a real attempt.
 
 The two baselines answer exactly as the scorer makes the participant's model answer (chat.py:
 the chat prompt, 60 new tokens, greedy):
@@ -43,6 +51,7 @@ import json
 import os
 import random
 import re
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -149,10 +158,10 @@ def smoke_answer(rng: random.Random, facts: dict) -> str:
     return f"{opener} {facts['a']} {facts['n']} {pred} and the {facts['m']} {rng.choice(PREDICATES)}."
 
 
-def smoke_dialogues(n_dialogues: int, seed: int) -> list[str]:
+def smoke_dialogues(n_dialogues: int, seed: int, split_seed: int) -> list[str]:
     from chat import format_prompt
 
-    train_pairs, _ = P.smoke_pairs()
+    train_pairs, _ = P.smoke_pairs(split_seed)
     rng = random.Random(seed)
     texts = []
     for _ in range(n_dialogues):
@@ -263,20 +272,22 @@ def build(profile: str, mode: str, out: Path, work: Path, source: Path | None) -
     device = "cuda" if profile == "gpu" and torch.cuda.is_available() else "cpu"
     torch.set_num_threads(1 if profile == "smoke" else max(1, min(8, os.cpu_count() or 1)))
     t0 = time.time()
+    split_seed = int(os.environ.get("CHATRL_SPLIT_SEED") or secrets.randbits(31))
+    order_seed = secrets.randbits(63)
     facts: dict = {"profile": profile, "mode": mode, "device": device, "torch": torch.__version__,
-                   "decoding": {"max_new_tokens": MAX_NEW_TOKENS, "temperature": 0}}
+                   "decoding": {"max_new_tokens": MAX_NEW_TOKENS, "temperature": 0}, "split_seed": split_seed}
     if profile == "smoke":
         if mode != "synthetic":
             fail("the smoke profile's assets are synthetic: use --mode synthetic (rebench-tui prepare nanogpt_chat_rl --synthetic)")
         torch.manual_seed(0)
-        train_msgs, held_msgs = P.smoke_prompts(st["n_train"], st["n_heldout"])
-        texts = smoke_dialogues(20_000, seed=11)
+        train_msgs, held_msgs = P.smoke_prompts(st["n_train"], st["n_heldout"], split_seed)
+        texts = smoke_dialogues(20_000, seed=11, split_seed=split_seed)
         tok = smoke_tokenizer(texts)
         tok_spec = {"type": "words", "words": tok.words}
         base = train_smoke_base(tok, texts)
         facts["base"] = {"config": base.cfg.__dict__, "corpus": "20000 synthetic dialogues (prepare.py docstring)"}
     else:
-        train_msgs, held_msgs = P.gpu_prompts(st["n_heldout"])
+        train_msgs, held_msgs = P.gpu_prompts(st["n_heldout"], split_seed)
         if mode == "synthetic":
             torch.manual_seed(0)
             progress(0, 1, "random-init GPT-2 small shape")
@@ -317,9 +328,10 @@ def build(profile: str, mode: str, out: Path, work: Path, source: Path | None) -
     ws, pr = out / "workspace", out / "protected"
     save_model(base.cpu(), str(ws / "base_model"))
     (ws / "tokenizer.json").write_text(json.dumps(tok_spec))
+    (pr / "tokenizer.json").write_text(json.dumps(tok_spec))  # the scorer's: the workspace's copy is the participant's
     (ws / "train_prompts.json").write_text(json.dumps(train_msgs, indent=0))
     (ws / "README.txt").write_text(WORKSPACE_README)
-    (pr / "heldout.json").write_text(json.dumps({"prompts": held_msgs, "baselines": baselines,
+    (pr / "heldout.json").write_text(json.dumps({"prompts": held_msgs, "baselines": baselines, "order_seed": order_seed,
                                                  "base_config": base.cfg.__dict__, "max_new_tokens": MAX_NEW_TOKENS, "decoding": "greedy"}, indent=1))
     facts.update({"n_train_prompts": len(train_msgs), "n_heldout": len(held_msgs), "seconds": round(time.time() - t0, 1),
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -2,18 +2,21 @@
 prompt set is used, and no answers are written by anyone: the task is to learn without them).
 
 gpu profile: English requests in four kinds (how-to, explain-a-concept, creative, compare). Every
-topic list is split with a fixed seed into training topics and held-out topics, so held-out
-messages are about things the training messages never mention.
+topic list is split into training topics and held-out topics, so held-out messages are about
+things the training messages never mention.
 
 smoke profile: a tiny synthetic world (10 nouns, 6 adjectives, 5 request shapes) for models with
 a byte vocabulary; held-out messages use (adjective, noun) pairs that no training message uses.
+
+Which topics (pairs) are held out, and which messages are drawn, depends on ``seed``: prepare.py
+draws it from the operating system's randomness when it builds the assets and keeps it on the
+protected side only, so nothing in this repository says which messages are held out.
 """
 
 from __future__ import annotations
 
 import random
 
-SPLIT_SEED = 4_271
 HELD_OUT_FRACTION = 0.25
 
 ACTIVITIES = """
@@ -86,9 +89,9 @@ def _split(items: list[str], rng: random.Random) -> tuple[list[str], list[str]]:
     return items[n_held:], items[:n_held]
 
 
-def gpu_prompts(n_heldout: int = 200) -> tuple[list[str], list[str]]:
-    """(training messages, held-out messages), deterministic."""
-    rng = random.Random(SPLIT_SEED)
+def gpu_prompts(n_heldout: int, seed: int) -> tuple[list[str], list[str]]:
+    """(training messages, held-out messages), a function of ``seed``."""
+    rng = random.Random(seed)
     train: list[str] = []
     held: list[str] = []
     for kind, text in (("activity", ACTIVITIES), ("concept", CONCEPTS), ("scene", SCENES), ("pair", PAIRS)):
@@ -120,18 +123,18 @@ def smoke_message(rng: random.Random, pairs: list[tuple[str, str]]) -> tuple[str
     return template.format(a=a, n=n, m=m), {"a": a, "n": n, "m": m if "{m}" in template else None}
 
 
-def smoke_pairs() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(training (adjective, noun) pairs, held-out pairs)."""
-    rng = random.Random(SPLIT_SEED)
+def smoke_pairs(seed: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(training (adjective, noun) pairs, held-out pairs), a function of ``seed``."""
+    rng = random.Random(seed)
     pairs = [(a, n) for a in ADJECTIVES for n in NOUNS]
     rng.shuffle(pairs)
     n_held = len(pairs) // 5
     return pairs[n_held:], pairs[:n_held]
 
 
-def smoke_prompts(n_train: int, n_heldout: int) -> tuple[list[str], list[str]]:
-    train_pairs, held_pairs = smoke_pairs()
-    rng = random.Random(SPLIT_SEED + 1)
+def smoke_prompts(n_train: int, n_heldout: int, seed: int) -> tuple[list[str], list[str]]:
+    train_pairs, held_pairs = smoke_pairs(seed)
+    rng = random.Random(seed + 1)
     train = list(dict.fromkeys(smoke_message(rng, train_pairs)[0] for _ in range(n_train * 3)))[:n_train]
     held = list(dict.fromkeys(smoke_message(rng, held_pairs)[0] for _ in range(n_heldout * 5)))[:n_heldout]
     return train, held

@@ -36,7 +36,14 @@ Modes
 Conversion choices (CodeContests -> the format above): problems without any test are dropped;
 all public and private tests are kept and at most MAX_GENERATED (default 50, environment
 variable RCC_MAX_GENERATED) of the generated tests, in the dataset's order, to bound scoring
-time; RCC_MAX_PROBLEMS (default: all) keeps the first N problems of each split.
+time; RCC_MAX_PROBLEMS (default: all) keeps the first N problems of the validation split and a
+random N of the held-out split.
+
+What is held out is decided here, at random, and kept only on the protected side: the held-out
+problems' order in test.jsonl (the order the scorer sends them to the scaffold in) and, with
+RCC_MAX_PROBLEMS, which of them are kept, come from a seed drawn from the operating system's
+randomness when the assets are prepared (recorded in protected/info.json, never in the
+repository or the workspace).
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import secrets
 import sys
 import tomllib
 from pathlib import Path
@@ -157,7 +166,14 @@ def source_rows(source: Path, split: str) -> tuple[Iterable[dict], str]:
     fail(f"{source} holds neither **/{split}-*.parquet (the hub repository's files) nor {split}.jsonl")
 
 
-def convert_source(source: Path) -> tuple[dict[str, list[dict]], dict]:
+def draw_held_out(problems: list[dict], seed: int, keep: int = 0) -> list[dict]:
+    """The held-out problems in an order drawn from ``seed`` (the first ``keep`` of it if keep > 0)."""
+    order = list(problems)
+    random.Random(seed).shuffle(order)
+    return order[:keep] if keep > 0 else order
+
+
+def convert_source(source: Path, seed: int) -> tuple[dict[str, list[dict]], dict]:
     out: dict[str, list[dict]] = {}
     info: dict = {"files": {}, "dropped_without_tests": {}, "max_generated_tests": MAX_GENERATED}
     for k, split in enumerate(SPLITS):
@@ -171,10 +187,13 @@ def convert_source(source: Path) -> tuple[dict[str, list[dict]], dict]:
                 dropped += 1
                 continue
             problems.append(p)
-            if MAX_PROBLEMS and len(problems) >= MAX_PROBLEMS:
+            if split == "valid" and MAX_PROBLEMS and len(problems) >= MAX_PROBLEMS:
                 break
         if not problems:
             fail(f"no usable problem in the {split} split of {source}")
+        if split == "test":
+            info["held_out_available"] = len(problems)
+            problems = draw_held_out(problems, seed, MAX_PROBLEMS)
         out[split] = problems
         info["dropped_without_tests"][split] = dropped
     progress(len(SPLITS), len(SPLITS), "converted")
@@ -218,13 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     a.work.mkdir(parents=True, exist_ok=True)
+    seed = secrets.randbits(63)  # the held-out draw: protected/info.json only
     if a.mode == "synthetic":
         problems = smoke_problems()
+        problems["test"] = draw_held_out(problems["test"], seed)  # which are held out: problem.toml's split
         if a.profile == "gpu":
             print("gpu --mode synthetic: the hand-written smoke problems (CodeContests needs --mode fetch or from)",
                   flush=True)
-        write(a.out, problems, {"profile": a.profile, "mode": "synthetic", "source": "protected/smoke"},
-              "hand-written problems in CodeContests' style")
+        write(a.out, problems, {"profile": a.profile, "mode": "synthetic", "source": "protected/smoke",
+                                "held_out_seed": seed}, "hand-written problems in CodeContests' style")
         return 0
     if a.mode == "from":
         if a.source is None or not a.source.is_dir():
@@ -232,8 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         source = a.source
     else:
         source = download(a.work)
-    problems, info = convert_source(source)
-    write(a.out, problems, {"profile": a.profile, "mode": a.mode, "source": f"{HUB_DATASET} ({source})", **info},
+    problems, info = convert_source(source, seed)
+    write(a.out, problems, {"profile": a.profile, "mode": a.mode, "source": f"{HUB_DATASET} ({source})",
+                            "held_out_seed": seed, **info},
           f"CodeContests, {HUB_DATASET}")
     return 0
 

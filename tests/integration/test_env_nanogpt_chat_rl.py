@@ -42,7 +42,9 @@ def test_smoke_in_a_container(catalog, docker_runtime, settings):
     env = catalog.get("nanogpt_chat_rl")
     smoke = env.profile("smoke")
     store = AssetStore(Settings().cache_dir)
-    store.prepare(env, "smoke", "synthetic")
+    st = store.prepare(env, "smoke", "synthetic")
+    if "order_seed" not in (st.folder / "protected" / "heldout.json").read_text():  # prepared by an older prepare.py
+        store.prepare(env, "smoke", "synthetic", force=True)
     s = Session.create(env, "smoke", docker_runtime, settings.sessions, asset_store=store,
                        secrets={"JUDGE_API_KEY": SECRET})
     try:
@@ -59,11 +61,11 @@ def test_smoke_in_a_container(catalog, docker_runtime, settings):
         assert r.exit_code == 0, r.stderr[-2000:]
         ref = s.score()
         assert ref.score > start.score + 0.3, (start, ref)
-        assert abs(ref.score - smoke.reference_score) < 0.1, ref
+        assert abs(ref.score - smoke.reference_score) < 0.2, ref  # the held-out split is drawn at prepare time
         (s.workspace / "finetuned_model" / "model.pt").write_bytes(b"\x00 not a checkpoint")
         broken = s.score()
         assert math.isnan(broken.score) and "not a readable checkpoint" in broken.message["error"], broken
-        for path in ("/protected/assets/heldout.json", "/protected/secrets.env", "/protected/judge_proxy/scorer.token"):
+        for path in ("/protected/assets/heldout.json", "/protected/assets/tokenizer.json", "/protected/secrets.env"):
             denied = s.sandbox.exec(["cat", path])
             assert denied.exit_code != 0 and "Permission denied" in denied.stderr, path
         env_out = s.sandbox.exec(["env"]).stdout

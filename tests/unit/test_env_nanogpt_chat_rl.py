@@ -33,7 +33,12 @@ SMOKE = tomllib.loads((ENV / "environment.toml").read_text())["profiles"]["smoke
 KEY = "sk-unit-made-up-7Hq2Lw"
 START_TOLERANCE = 0.02
 REFERENCE_TOLERANCE = 0.1
+# prepare.py draws the held-out split at random; here it is pinned (CHATRL_SPLIT_SEED, an operator's
+# knob) to the split of the first measurement, where the reference scored 0.9531 (the manifest's figure
+# is the mean over random splits, 0.75-1.0).
+SPLIT_SEED = "4271"
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+LIB = Path(__file__).resolve().parents[2] / "rebench_tui" / "runtime" / "lib"
 
 
 standin = load_file("ncr_standin", ENV / "protected" / "judge_standin.py")
@@ -146,7 +151,8 @@ def test_the_standin_needs_the_key_and_the_proxy_adds_it(judge_services):
 def prepared(tmp_path_factory):
     out = tmp_path_factory.mktemp("ncr_prep")
     r = subprocess.run([sys.executable, str(ENV / "prepare.py"), "--profile", "smoke", "--mode", "synthetic",
-                        "--out", str(out), "--work", str(out / "work")], capture_output=True, text=True, timeout=600)
+                        "--out", str(out), "--work", str(out / "work")], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "CHATRL_SPLIT_SEED": SPLIT_SEED})
     assert r.returncode == 0, r.stderr[-3000:]
     return out
 
@@ -159,9 +165,9 @@ def layout(tmp_path, prepared, judge_services):
     shutil.copytree(ENV / "protected", prot, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(prepared / "protected", prot / "assets")
     shutil.copytree(ENV / "solution", prot / "starting_solution", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(judge_services["token_dir"], prot / "judge_proxy")
     env = {**os.environ, "REBENCH_HOME": str(home), "REBENCH_PROTECTED": str(prot), "REBENCH_PROFILE": "smoke",
-           "JUDGE_PROXY_URL": f"http://127.0.0.1:{judge_services['proxy']}/v1", "HOME": str(home)}
+           "JUDGE_PROXY_URL": f"http://127.0.0.1:{judge_services['proxy']}/v1", "HOME": str(home),
+           "REBENCH_SCORER_LIB": str(LIB)}
     env.pop("JUDGE_API_KEY", None)
     return home, prot, env
 
@@ -178,6 +184,11 @@ def score(env: dict) -> dict:
 
 def test_prepare_writes_what_the_scorer_needs(prepared):
     held = json.loads((prepared / "protected" / "heldout.json").read_text())
+    facts = json.loads((prepared / "protected" / "facts.json").read_text())
+    # the secrets that decide the score are drawn at prepare time and kept on the protected side
+    assert isinstance(held["order_seed"], int) and facts["split_seed"] == int(SPLIT_SEED)
+    assert (prepared / "protected" / "tokenizer.json").read_text() == (prepared / "workspace" / "tokenizer.json").read_text()
+    assert str(held["order_seed"]) not in (prepared / "workspace" / "train_prompts.json").read_text()
     assert len(held["prompts"]) == 32 and set(held["baselines"]) == {"base", "sft"}
     train = json.loads((prepared / "workspace" / "train_prompts.json").read_text())
     assert not set(train) & set(held["prompts"])
@@ -213,7 +224,8 @@ def test_start_and_reference_scores_reproduce(layout):
     shutil.copytree(home / "assets" / "base_model", home / "finetuned_model")
     start = score(env)
     assert abs(start["score"] - SMOKE["start_score"]) < START_TOLERANCE, start
-    assert start["message"]["win_vs_base"] == 0.5 and start["details"]["scorer_token"] is True
+    assert start["message"]["win_vs_base"] == 0.5
+    assert start["details"]["judge"] == "private stand-in behind a private proxy"
     shutil.rmtree(home / "finetuned_model")
     shutil.copy(ENV / "reference" / "train_reference.py", home / "solution" / "train_reference.py")
     r = subprocess.run([sys.executable, "train_reference.py"], cwd=home / "solution", env=env, capture_output=True,
@@ -232,3 +244,94 @@ def test_the_starting_rl_loop_runs_and_saves(layout):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "judge calls" in r.stdout and (home / "finetuned_model" / "model.pt").is_file()
     assert math.isfinite(score(env)["score"])
+
+
+def test_the_private_judge_proxy_answers_only_its_scorer(judge_services):
+    url, token, server = proxy_mod.start_private(["--default-base-url", f"http://127.0.0.1:{judge_services['standin']}/v1",
+                                                  "--default-model", "standin-judge"])
+    try:
+        port = server.server_address[1]
+        body = {"messages": judge_mod.judge_messages("what is a red castle", "i forgot.", "a red castle is near the sea.")}
+        status, reply = _post(port, body)
+        assert status == 403
+        status, reply = _post(port, body, {"X-Judge-Scorer-Token": "guess"})
+        assert status == 403
+        status, reply = _post(port, body, {"X-Judge-Scorer-Token": token})
+        assert status == 401  # the stand-in wants the key, which this process's environment does not have
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+
+def test_the_private_proxy_takes_the_judge_from_the_protected_secrets(judge_services, tmp_path, monkeypatch):
+    """The gpu profile's path: JUDGE_BASE_URL, JUDGE_MODEL and the key from <protected>/secrets.env."""
+    (tmp_path / "secrets.env").write_text(f"JUDGE_BASE_URL=http://127.0.0.1:{judge_services['standin']}/v1\n"
+                                          f"JUDGE_MODEL=the-judge\nJUDGE_API_KEY={KEY}\n")
+    monkeypatch.setenv("REBENCH_PROTECTED", str(tmp_path))
+    for name in ("JUDGE_BASE_URL", "JUDGE_MODEL", "JUDGE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    url, token, server = proxy_mod.start_private(["--scorer-rate", "100", "--scorer-burst", "100"])
+    try:
+        client = judge_mod.JudgeClient(url, headers={"X-Judge-Scorer-Token": token}, attempts=1)
+        assert client.prefer("what is a red castle", "a red castle is near the sea.", "i forgot.", True) == 1.0
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_judge_on_the_service_port_does_not_decide(layout, tmp_path):
+    """Whatever answers at JUDGE_PROXY_URL (a participant's own server on the port) is never asked."""
+    home, _prot, env = layout
+    shutil.copytree(home / "assets" / "base_model", home / "finetuned_model")
+    fake = tmp_path / "fake_judge.py"
+    fake.write_text(
+        "import http.server, json, sys\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_POST(self):\n"
+        "        n = int(self.headers.get('Content-Length') or 0); self.rfile.read(n)\n"
+        "        open(sys.argv[1], 'a').write('asked\\n')\n"
+        "        data = json.dumps({'choices': [{'message': {'content': 'A'}}]}).encode()\n"
+        "        self.send_response(200); self.send_header('Content-Length', str(len(data))); self.end_headers()\n"
+        "        self.wfile.write(data)\n"
+        "s = http.server.HTTPServer(('127.0.0.1', 0), H)\n"
+        "print('fake judge listening on 127.0.0.1:%d' % s.server_address[1], flush=True)\n"
+        "s.serve_forever()\n")
+    asked = tmp_path / "asked.log"
+    p, port = _serve([str(fake), str(asked)], dict(os.environ), tmp_path / "fake.log")
+    try:
+        r = score({**env, "JUDGE_PROXY_URL": f"http://127.0.0.1:{port}/v1"})
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+    assert abs(r["score"] - SMOKE["start_score"]) < START_TOLERANCE, r
+    assert not asked.exists()
+
+
+def test_hostile_checkpoints_give_nan_and_run_nothing(layout, tmp_path):
+    home, _prot, env = layout
+    M = load_file("nanogpt_chat_rl_model_h", home / "solution" / "model.py")
+    base = M.load_model(str(home / "assets" / "base_model"))
+    folder = home / "finetuned_model"
+    folder.mkdir()
+    marker = tmp_path / "pwned"
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    torch.save({"config": base.cfg.__dict__, "state_dict": base.state_dict(), "x": Boom()}, folder / "model.pt")
+    r = score(env)
+    assert math.isnan(r["score"]) and "not a readable checkpoint" in r["message"]["error"] and not marker.exists()
+    state = {k: v.clone() for k, v in base.state_dict().items()}
+    torch.save({"config": base.cfg.__dict__, "state_dict": {**state, "extra.weight": torch.zeros(2)}}, folder / "model.pt")
+    r = score(env)
+    assert math.isnan(r["score"]) and "unexpected" in r["message"]["error"]
+    name = next(iter(state))
+    torch.save({"config": base.cfg.__dict__, "state_dict": {**state, name: state[name].to(torch.int64)}}, folder / "model.pt")
+    r = score(env)
+    assert math.isnan(r["score"]) and "floating-point" in r["message"]["error"]
+    with open(folder / "model.pt", "wb") as fh:  # far bigger than the model: refused before it is read
+        fh.truncate(64 << 20)
+    r = score(env)
+    assert math.isnan(r["score"]) and "bytes" in r["message"]["error"]

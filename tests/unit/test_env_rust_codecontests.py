@@ -113,8 +113,9 @@ def test_prepare_from_a_folder_of_codecontests_json_lines(tmp_path):
                         "--out", str(out), "--work", str(tmp_path / "work")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert [p["name"] for p in harness.load_problems(out / "workspace" / "valid.jsonl")] == ["v1", "v2"]
-    assert [p["name"] for p in harness.load_problems(out / "protected" / "test.jsonl")] == ["t1", "t2", "t3"]
+    assert sorted(p["name"] for p in harness.load_problems(out / "protected" / "test.jsonl")) == ["t1", "t2", "t3"]
     info = json.loads((out / "protected" / "info.json").read_text())
+    assert isinstance(info["held_out_seed"], int)  # drawn here, kept on the protected side only
     assert info["dropped_without_tests"] == {"valid": 1, "test": 1}
     missing = subprocess.run([sys.executable, str(ENV / "prepare.py"), "--profile", "gpu", "--mode", "from", "--source",
                               str(tmp_path / "work"), "--out", str(tmp_path / "o2"), "--work", str(tmp_path / "w2")],
@@ -223,36 +224,73 @@ def test_the_proxy_reads_a_missing_setting_from_the_protected_secrets_file(tmp_p
     assert proxy_mod.settings_from_env() == {"upstream": "http://example.invalid/v1", "key": KEY, "model": "from-env"}
 
 
-# -- the scaffold runner ------------------------------------------------------------------------
-def _run_runner(tmp_path, solve_source, problems, budget="1", parallel="2"):
+# -- the scaffold runner, driven by the scorer's own loop ----------------------------------------
+LIB = Path(__file__).resolve().parents[2] / "rebench_tui" / "runtime" / "lib"
+
+
+@pytest.fixture(scope="module")
+def score_mod():
+    sys.path.insert(0, str(LIB))
+    return load_file("rcc_score", ENV / "protected" / "score.py")
+
+
+def _run_runner(tmp_path, score_mod, solve_source, problems, budget=1.0, parallel=2):
     sol = tmp_path / "solution"
     sol.mkdir(exist_ok=True)
     (sol / "solve.py").write_text(solve_source)
-    (tmp_path / "problems.json").write_text(json.dumps(problems))
-    env = {"PATH": os.environ["PATH"], "REBENCH_SOLVE_SECONDS": budget, "REBENCH_PARALLEL": parallel}
-    r = subprocess.run([sys.executable, "-c", (ENV / "protected" / "scaffold_runner.py").read_text(), str(tmp_path / "problems.json")],
-                       cwd=sol, env=env, capture_output=True, text=True, timeout=60)
-    return r, [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    details: dict = {}
+    cfg = {"solve_seconds": budget, "parallel": parallel}
+    records = score_mod.run_scaffold(problems, harness, str(tmp_path), "smoke", "http://127.0.0.1:9/v1", cfg, details)
+    return records, details
 
 
-def test_the_runner_abandons_a_solve_over_budget_and_reports_the_others(tmp_path):
-    solve = ("import time\nprint('chatter goes to stderr')\n"
+def test_the_runner_abandons_a_solve_over_budget_and_reports_the_others(tmp_path, score_mod):
+    solve = ("import time\nprint('chatter goes to its own output')\n"
              "def solve(p):\n    if p['name'] == 'slow':\n        time.sleep(600)\n"
              "    if p['name'] == 'raises':\n        raise ValueError('boom')\n"
-             "    if p['name'] == 'number':\n        return 7\n    return 'fn main(){}'\n")
-    r, msgs = _run_runner(tmp_path, solve, [{"name": n} for n in ("slow", "ok", "raises", "number")])
-    by = {m["index"]: m for m in msgs if "index" in m}
-    assert msgs[-1] == {"done": True}
-    assert by[0]["status"] == "timeout" and by[1] == {**by[1], "status": "ok", "code": "fn main(){}"}
+             "    if p['name'] == 'number':\n        return 7\n"
+             "    if p['name'] == 'huge':\n        return 'x' * (300 * 1024)\n    return 'fn main(){}'\n")
+    problems = [{"name": n, "description": n, "tests": [{"input": "secret", "output": "hidden"}]}
+                for n in ("slow", "ok", "raises", "number", "huge")]
+    by, details = _run_runner(tmp_path, score_mod, solve, problems)
+    assert by[0]["status"] == "timeout" and by[1]["status"] == "ok" and by[1]["code"] == "fn main(){}"
     assert by[2]["status"] == "error" and "boom" in by[2]["traceback"] and by[3]["status"] == "bad_return"
-    assert "chatter" in r.stderr
+    assert by[4]["status"] == "too_big" and "code" not in by[4]
+    assert "chatter" in details["participant_stdout_tail"]
+    assert 0.9 < by[0]["seconds"] < 5
 
 
-def test_the_runner_reports_a_scaffold_that_cannot_be_imported(tmp_path):
-    _r, msgs = _run_runner(tmp_path, "def solve(p:\n", [{"name": "a"}])
-    assert len(msgs) == 1 and "SyntaxError" in msgs[0]["fatal"] and "Traceback" in msgs[0]["traceback"]
-    _r, msgs = _run_runner(tmp_path, "x = 1\n", [{"name": "a"}])
-    assert "defines no function solve" in msgs[0]["fatal"]
+def test_the_runner_never_sees_the_hidden_tests(tmp_path, score_mod):
+    solve = "import json\ndef solve(p):\n    return json.dumps(p)\n"
+    problems = [{"name": "a", "description": "d", "public_tests": [{"input": "1", "output": "2"}],
+                 "tests": [{"input": "1", "output": "2"}, {"input": "secret-input", "output": "secret-output"}],
+                 "time_limit": 1.0, "memory_limit_bytes": 1 << 20}]
+    by, _details = _run_runner(tmp_path, score_mod, solve, problems)
+    seen = json.loads(by[0]["code"])
+    assert set(seen) == {"name", "description", "public_tests", "time_limit", "memory_limit_bytes"}
+    assert "secret" not in by[0]["code"]
+
+
+def test_the_runner_reports_a_scaffold_that_cannot_be_imported(tmp_path, score_mod):
+    with pytest.raises(score_mod.ScaffoldFailed) as info:
+        _run_runner(tmp_path, score_mod, "def solve(p:\n", [{"name": "a"}])
+    assert "SyntaxError" in info.value.message["error"] and "Traceback" in info.value.message["traceback"]
+    with pytest.raises(score_mod.ScaffoldFailed) as info:
+        _run_runner(tmp_path, score_mod, "x = 1\n", [{"name": "a"}])
+    assert "defines no function solve" in info.value.message["error"]
+    with pytest.raises(score_mod.ScaffoldFailed) as info:
+        _run_runner(tmp_path, score_mod, "import os\nprint('{\"score\": 1.0}')\nos._exit(0)\n", [{"name": "a"}])
+    assert "exit status 0" in info.value.message["error"] and "score" in info.value.message["scaffold_output_tail"]
+
+
+def test_answers_are_checked_as_untrusted_data(score_mod):
+    check = score_mod.checked_answer
+    assert check({"status": "ok", "code": "fn main(){}"}, 100) == {"status": "ok", "code": "fn main(){}"}
+    assert check({"status": "ok", "code": 5}, 100)["status"] == "bad_answer"
+    assert check({"status": "ok", "code": "\ud800"}, 100)["status"] == "bad_answer"
+    assert check({"status": "ok", "code": "x" * 101}, 100)["status"] == "too_big"
+    assert check({"status": "passed"}, 100)["status"] == "bad_answer"
+    assert check({"status": "error", "error": "e" * 5000, "traceback": 3}, 100) == {"status": "error", "error": "e" * 1000}
 
 
 # -- the harness with real rustc ----------------------------------------------------------------
@@ -274,6 +312,40 @@ def test_the_harness_passes_good_programs_and_fails_loops_and_compile_errors():
     assert v.outcome == "runtime_error"
     assert harness.evaluate("   ", tests, 1.0).outcome == "no_code"
     assert harness.outputs_match("1  2\n3\n", "1 2 3") and not harness.outputs_match("1 2", "1 2 0")
+
+
+@needs_rustc
+def test_links_a_program_plants_in_its_folder_lead_the_harness_nowhere(tmp_path):
+    target = tmp_path / "precious.txt"
+    target.write_text("untouched\n")
+    plant = ("use std::io::Read;\nuse std::os::unix::fs::symlink;\nfn main(){let mut s=String::new();"
+             "std::io::stdin().read_to_string(&mut s).unwrap();"
+             f"for n in [\"input.txt\",\"output.txt\",\"rustc.log\",\"main.rs\"] {{ let _ = std::fs::remove_file(n); "
+             f"let _ = symlink(\"{target}\", n); }}"
+             "let v:Vec<i64>=s.split_whitespace().map(|x|x.parse().unwrap()).collect();println!(\"{}\",v[0]+v[1]);}\n")
+    v = harness.evaluate(plant, [{"input": "1 2\n", "output": "3"}, {"input": "5 5\n", "output": "10"}], 1.0)
+    assert v.outcome == "passed", v
+    assert target.read_text() == "untouched\n"
+
+
+@needs_rustc
+def test_programs_are_confined_to_their_descriptors(tmp_path):
+    c = harness.confinement()
+    if not c.available:
+        pytest.skip(c.reason)
+    leak = tmp_path / "leak"
+    prog = ("use std::io::{Read, Write};\nfn main(){let mut s=String::new();std::io::stdin().read_to_string(&mut s).unwrap();"
+            f"let f=std::fs::File::create(\"{leak}\").map(|_|\"FILE-OK\").unwrap_or(\"FILE-DENIED\");"
+            "let n=std::net::TcpStream::connect(\"127.0.0.1:9\").map(|_|\"NET-OK\").unwrap_or(\"NET-DENIED\");"
+            "let e=std::net::TcpStream::connect(\"127.0.0.1:9\").err().and_then(|e|e.raw_os_error()).unwrap_or(0);"
+            "let r=std::fs::read_to_string(\"/etc/hostname\").map(|_|\"READ-OK\").unwrap_or(\"READ-DENIED\");"
+            "let t=std::thread::spawn(||1).join().unwrap();"
+            "println!(\"{} {} {} {} {}\",f,n,e,r,t);std::io::stdout().flush().unwrap();}\n")
+    with harness.Workdir(parent=str(tmp_path)) as wd:
+        assert harness.compile_rust(prog, wd)[0] == "ok"
+        status, printed, _s = harness.run_test(wd, "x\n", 2.0)
+    assert status == "ok" and printed.split() == ["FILE-DENIED", "NET-DENIED", "1", "READ-OK", "1"], printed
+    assert not leak.exists()  # EPERM (1) from socket(): refused by the filter, not a closed port
 
 
 # -- the scorer end to end ----------------------------------------------------------------------
@@ -302,7 +374,7 @@ def _score(layout, solve_source: str | None, model_url: str) -> dict:
         (sol / "solve.py").write_text(solve_source)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REBENCH_", "CODE_MODEL_"))}
     env.update(REBENCH_HOME=str(home), REBENCH_PROTECTED=str(protected), REBENCH_PROFILE="smoke",
-               REBENCH_MODEL_URL=model_url, PYTHONDONTWRITEBYTECODE="1")
+               REBENCH_MODEL_URL=model_url, PYTHONDONTWRITEBYTECODE="1", REBENCH_SCORER_LIB=str(LIB))
     r = subprocess.run([sys.executable, str(protected / "score.py")], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -11,10 +11,17 @@ temperature always 0, ``max_tokens`` at most --max-tokens-cap (default 16 when a
 come from the request. The upstream's status and JSON body come back unchanged except that the
 key, should it appear in them, is blanked.
 
-Rate limits: two token buckets, one for the scorer (requests carrying the header
-``X-Judge-Scorer-Token`` with the token this proxy writes at start to --token-file, a root-only
-file that the scorer reads before it gives up root) and one for everything else (the
-participant). Over the limit: HTTP 429 with Retry-After. At most --max-inflight requests go
+Rate limits: two token buckets, one for requests carrying the header ``X-Judge-Scorer-Token``
+with this proxy's own random token (written at start to --token-file when one is given, a
+root-only file) and one for everything else (the participant). Over the limit: HTTP 429 with
+Retry-After.
+
+The scorer does not use this service: a port on loopback can be taken by anyone (a participant
+may start a server of their own on it before the service starts, or after it stops), so the
+scorer runs a private instance of this proxy inside its own process (:func:`start_private`) on a
+port the kernel gives it, which answers only requests with that instance's token, and in the
+smoke profile a private stand-in judge behind it. The held-out messages and the baselines'
+answers therefore never travel to a port the participant could hold. At most --max-inflight requests go
 upstream at once. One log line per request (time, client, status, seconds; never contents or the
 key) goes to stdout, which the runtime keeps in a root-only log.
 
@@ -43,10 +50,6 @@ ROUTE = "/v1/chat/completions"
 SCORER_HEADER = "X-Judge-Scorer-Token"
 ROLES = ("system", "user", "assistant")
 MAX_MESSAGES = 64
-
-
-def default_token_file() -> str:
-    return os.path.join(os.environ.get("REBENCH_PROTECTED", "/protected"), "judge_proxy", "scorer.token")
 
 
 def read_secrets_env(path: Path) -> dict[str, str]:
@@ -82,7 +85,7 @@ class Bucket:
 
 
 class Config:
-    def __init__(self, a: argparse.Namespace) -> None:
+    def __init__(self, a: argparse.Namespace, scorer_only: bool = False) -> None:
         file_values = read_secrets_env(Path(os.environ.get("REBENCH_PROTECTED", "/protected")) / "secrets.env")
 
         def pick(name: str, default: str | None) -> str | None:
@@ -95,6 +98,7 @@ class Config:
         self.buckets = {"scorer": Bucket(a.scorer_rate, a.scorer_burst), "participant": Bucket(a.rate, a.burst)}
         self.inflight = threading.BoundedSemaphore(a.max_inflight)
         self.token = secrets.token_hex(24)
+        self.scorer_only = scorer_only  # a private instance: every request must carry the token
         # Loopback upstreams (the stand-in) never go through an http_proxy; real ones may.
         handlers = [urllib.request.ProxyHandler({})] if self.base_url.startswith(("http://127.", "http://localhost")) else []
         self.opener = urllib.request.build_opener(*handlers)
@@ -129,7 +133,7 @@ def build_upstream(cfg: Config, body: object) -> tuple[dict | None, str]:
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "judge-proxy/1"
-    cfg: Config
+    cfg: Config  # set on the per-server subclass (make_server)
 
     def log_message(self, fmt: str, *args) -> None:
         pass  # our own line per request instead (no paths of other routes' probing in detail)
@@ -137,6 +141,8 @@ class Handler(BaseHTTPRequestHandler):
     def _log(self, client: str, status: int, started: float, note: str = "") -> None:
         key = f"{client}:{status}"
         self.cfg.counts[key] = self.cfg.counts.get(key, 0) + 1
+        if self.cfg.scorer_only:
+            return  # a private instance inside the scorer: its stdout carries the result line only
         sys.stdout.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {client} {self.command} {self.path[:80]} {status} "
                          f"{time.monotonic() - started:.2f}s {note}\n")
         sys.stdout.flush()
@@ -167,6 +173,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._refuse_route()
         given = self.headers.get(SCORER_HEADER, "")
         client = "scorer" if given and hmac.compare_digest(given.encode(), cfg.token.encode()) else "participant"
+        if cfg.scorer_only and client != "scorer":
+            self._error(403, "this judge proxy serves the scorer only")
+            return self._log(client, 403, started)
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
@@ -232,7 +241,7 @@ def write_token(path: str, token: str) -> None:
     os.replace(tmp, path)
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8700, help="0: any free port (the first line printed says which)")
@@ -248,16 +257,38 @@ def main() -> None:
     ap.add_argument("--tokens-field", default="max_tokens", help="max_completion_tokens for APIs that want it")
     ap.add_argument("--no-temperature", action="store_true", help="for models that refuse a temperature")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the judge")
-    ap.add_argument("--token-file", default=None)
-    a = ap.parse_args()
+    ap.add_argument("--token-file", default=None, help="write the scorer bucket's token here (root-only)")
+    return ap
+
+
+def make_server(a: argparse.Namespace, scorer_only: bool = False) -> tuple[ThreadingHTTPServer, Config]:
     if a.host not in ("127.0.0.1", "localhost", "::1"):
-        sys.exit("the judge proxy listens on loopback only")
-    cfg = Config(a)
-    Handler.cfg = cfg
+        raise ValueError("the judge proxy listens on loopback only")
+    cfg = Config(a, scorer_only=scorer_only)
+    handler = type("BoundHandler", (Handler,), {"cfg": cfg})  # one configuration per server
     ThreadingHTTPServer.request_queue_size = 128  # the default backlog (5) refuses connections under parallel clients
-    server = ThreadingHTTPServer((a.host, a.port), Handler)
+    server = ThreadingHTTPServer((a.host, a.port), handler)
     server.daemon_threads = True
-    write_token(a.token_file or default_token_file(), cfg.token)
+    return server, cfg
+
+
+def start_private(argv: list[str]) -> tuple[str, str, ThreadingHTTPServer]:
+    """A scorer-only instance in a daemon thread of this process, on a port the kernel picks:
+    (its base URL, its token, the server). ``argv``: options as on the command line."""
+    a = parser().parse_args([*argv, "--host", "127.0.0.1", "--port", "0"])
+    server, cfg = make_server(a, scorer_only=True)
+    threading.Thread(target=server.serve_forever, daemon=True, name="private-judge-proxy").start()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1", cfg.token, server
+
+
+def main() -> None:
+    a = parser().parse_args()
+    try:
+        server, cfg = make_server(a)
+    except ValueError as exc:
+        sys.exit(str(exc))
+    if a.token_file:
+        write_token(a.token_file, cfg.token)
     print(f"judge proxy listening on {a.host}:{server.server_address[1]}; upstream "
           f"{'configured' if cfg.base_url and cfg.model else 'NOT configured'}; key {'set' if cfg.key else 'not set'}",
           flush=True)  # never the values: the base URL and model may be secrets too

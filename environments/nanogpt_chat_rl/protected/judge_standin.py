@@ -125,6 +125,19 @@ class Handler(BaseHTTPRequestHandler):
         })
 
 
+def start_private(require_key: str | None = None) -> tuple[str, ThreadingHTTPServer]:
+    """An instance in a daemon thread of this process on a port the kernel picks (the scorer's
+    own, in the smoke profile): (its base URL, the server)."""
+    import threading
+
+    handler = type("PrivateHandler", (Handler,), {"api_key": require_key, "log_message": lambda *_a: None})
+    ThreadingHTTPServer.request_queue_size = 128
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True, name="private-standin-judge").start()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1", server
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default="127.0.0.1")

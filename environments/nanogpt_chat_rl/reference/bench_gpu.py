@@ -34,7 +34,7 @@ def bench_generation(n: int, batch_sizes: list[int]) -> list[dict]:
     torch.manual_seed(0)
     model = GPT(GPTConfig()).to(device).eval()
     tok = ByteTokenizer(50256, 50257)
-    _train, held = P.gpu_prompts(10_000)
+    _train, held = P.gpu_prompts(10_000, 0)
     msgs = (held * (n // len(held) + 1))[:n]
     ids = [tok.encode(chat.format_prompt(m)) for m in msgs]
     out = []
@@ -58,7 +58,7 @@ def bench_generation(n: int, batch_sizes: list[int]) -> list[dict]:
 
 def bench_judge(url: str, k: int, workers: int) -> dict:
     client = judge.JudgeClient(url, attempts=3)
-    _train, held = P.gpu_prompts(10_000)
+    _train, held = P.gpu_prompts(10_000, 0)
     items = [(held[i % len(held)], f"answer one about {held[i % len(held)]}", f"another reply number {i}", i % 2 == 0)
              for i in range(k)]
     t = time.perf_counter()

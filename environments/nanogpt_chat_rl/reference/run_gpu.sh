@@ -9,7 +9,8 @@
 #      answers are noise; this measures the code paths and times)
 #   2. the stand-in judge and the judge proxy on loopback (made-up key), as the smoke profile has them
 #   3. a home and a protected folder like the container's; the gpu scorer on the base model, twice
-#      (JSON line: generation_seconds, judge_seconds, peak_gpu_memory_gib in the details)
+#      (JSON line: generation_seconds, judge_seconds, peak_gpu_memory_gib in the details); the
+#      scorer reaches the stand-in through a private proxy of its own, given the JUDGE_* settings
 #   4. the starting solution's train_rl.py for 3 steps on the GPU (seconds a step)
 #   5. reference/bench_gpu.py: generation of 60 new tokens for 256 prompts at batch sizes 32-256,
 #      float32 and bfloat16, time and peak memory; judge round trips through the proxy
@@ -59,7 +60,9 @@ cp -r "$ENV_DIR/solution" "$PROT/starting_solution"
 cp -r "$HOME_DIR/assets/base_model" "$HOME_DIR/finetuned_model"
 for i in 1 2; do
   t=$(date +%s.%N)
-  REBENCH_HOME=$HOME_DIR REBENCH_PROTECTED=$PROT REBENCH_PROFILE=gpu timeout 600 $PY "$PROT/score.py" \
+  # the scorer runs its own private proxy (never the service port), configured like the service
+  REBENCH_HOME=$HOME_DIR REBENCH_PROTECTED=$PROT REBENCH_PROFILE=gpu REBENCH_SCORER_LIB=$PWD/rebench_tui/runtime/lib \
+    JUDGE_BASE_URL=http://127.0.0.1:18701/v1 JUDGE_MODEL=standin-judge JUDGE_API_KEY=$KEY timeout 600 $PY "$PROT/score.py" \
     2>"$OUT/score_$i.stderr" | tail -n 1 | tee "$OUT/score_$i.json"
   echo "score $i: wall $(elapsed "$t") s"
 done 2>&1 | tee "$OUT/scorer.log"

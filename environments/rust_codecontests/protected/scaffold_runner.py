@@ -1,16 +1,21 @@
-"""Runs the participant's solve() on the held-out problems; executed by score.py as the participant.
+"""Runs the participant's solve() for the scorer; executed by score.py as the participant.
 
-score.py reads this file and starts `python3 -c <this source> PROBLEMS_JSON` as the owner of
-the home folder (not root, without the protected group, with a clean environment that holds
-no secret), in /home/agent/solution. PROBLEMS_JSON holds the problems without their hidden
-tests. The environment gives REBENCH_SOLVE_SECONDS (the budget per problem) and
-REBENCH_PARALLEL (how many problems are solved at once, each in its own thread).
+score.py reads this file and starts `python3 -c <this source>` through rebench_scorer.participant:
+as the owner of the home folder (not root, without the protected group), with a clean
+environment that holds no secret, in /home/agent/solution, with a control channel
+(rebench_scorer.channel) as its only link to the scorer. Nothing this process says is believed:
+the scorer compiles and runs every program itself, on tests this process never sees.
 
-Protocol, on the original stdout (the participant's prints go to stderr): one JSON object per
-line, {"index": i, "status": "ok"|"error"|"timeout"|"bad_return", ...} per problem, then
-{"done": true}; or a single {"fatal": "...", "traceback": "..."} if solve.py cannot be used.
-A problem whose solve() runs past the budget is reported as "timeout" and its thread is
-abandoned (the process exits once every problem is answered or abandoned).
+Protocol on the channel (JSON objects):
+    runner -> scorer  {"ready": true} once solve.py is imported, or {"fatal": str, "traceback": str}
+    scorer -> runner  {"solve": i, "problem": {...}} (the problem without its hidden tests), as
+                      many at once as REBENCH_PARALLEL; each is solved in a thread of its own
+    runner -> scorer  {"index": i, "status": "ok", "code": str} or {"index": i, "status":
+                      "error" | "bad_return" | "too_big", "error": str, "traceback": str}
+    scorer -> runner  {"stop": true}, or the channel closes: the process ends
+
+The scorer keeps the clock: an answer that comes later than REBENCH_SOLVE_SECONDS after its
+problem was sent counts as a timeout, and the thread is abandoned.
 """
 
 import importlib.util
@@ -18,25 +23,29 @@ import json
 import os
 import sys
 import threading
-import time
 import traceback
 
-OUT = os.fdopen(os.dup(1), "w", buffering=1)  # not inherited by child processes (PEP 446)
-os.dup2(2, 1)
+sys.path.insert(0, os.environ.get("REBENCH_SCORER_LIB", "/opt/rebench/lib"))
+from rebench_scorer.channel import Channel, ChannelError  # noqa: E402
+
+CHANNEL = Channel.from_env()
+os.environ.pop("REBENCH_CONTROL_FD", None)
+os.set_inheritable(CHANNEL.sock.fileno(), False)  # not handed to the processes solve() starts
 SEND_LOCK = threading.Lock()
-MAX_CODE = 1 << 20
+MAX_CODE_BYTES = 256 * 1024  # the harness's limit (rust_harness.MAX_SOURCE_BYTES)
 
 
 def send(obj):
-    line = json.dumps(obj)
     with SEND_LOCK:
-        OUT.write(line + "\n")
-        OUT.flush()
+        try:
+            CHANNEL.send(obj)
+        except ChannelError:
+            os._exit(3)  # the scorer is gone
 
 
 def finish(code=0):
     try:
-        sys.stdout.flush()  # the participant's prints (fd 1 is the stderr log now)
+        sys.stdout.flush()
         sys.stderr.flush()
     finally:
         os._exit(code)
@@ -57,59 +66,46 @@ def load_solve():
     return fn
 
 
+def answer(i, code):
+    if not isinstance(code, str):
+        return {"index": i, "status": "bad_return", "error": f"solve() returned {type(code).__name__}, not str"}
+    size = len(code.encode("utf-8", "surrogatepass"))
+    if size > MAX_CODE_BYTES:
+        return {"index": i, "status": "too_big", "error": f"the program has {size} bytes, more than {MAX_CODE_BYTES}"}
+    return {"index": i, "status": "ok", "code": code}
+
+
 def main():
-    with open(sys.argv[1], encoding="utf-8") as fh:
-        problems = json.load(fh)
-    budget = float(os.environ.get("REBENCH_SOLVE_SECONDS", "120"))
-    parallel = max(1, int(os.environ.get("REBENCH_PARALLEL", "4")))
     try:
         solve = load_solve()
     except BaseException as exc:  # noqa: BLE001 - SyntaxError, SystemExit, anything: the scaffold is unusable
-        send({"fatal": f"could not import solve.py: {type(exc).__name__}: {exc}",
+        send({"fatal": f"could not import solve.py: {type(exc).__name__}: {exc}"[:2000],
               "traceback": traceback.format_exc()[-4000:]})
         finish()
+    send({"ready": True})
 
-    answered = {}
-    cond = threading.Condition()
-
-    def work(i):
-        t0 = time.monotonic()
+    def work(i, problem):
         try:
-            code = solve(problems[i])
-            if isinstance(code, str):
-                rec = {"status": "ok", "code": code[:MAX_CODE]}
-            else:
-                rec = {"status": "bad_return", "error": f"solve() returned {type(code).__name__}, not str"}
+            rec = answer(i, solve(problem))
         except BaseException as exc:  # noqa: BLE001
-            rec = {"status": "error", "error": f"{type(exc).__name__}: {exc}"[:1000],
+            rec = {"index": i, "status": "error", "error": f"{type(exc).__name__}: {exc}"[:1000],
                    "traceback": traceback.format_exc()[-3000:]}
-        rec["seconds"] = round(time.monotonic() - t0, 3)
-        with cond:
-            if i not in answered:
-                answered[i] = True
-                send({"index": i, **rec})
-            cond.notify_all()
+        try:
+            json.dumps(rec)
+        except (TypeError, ValueError) as exc:
+            rec = {"index": i, "status": "bad_return", "error": f"the answer cannot be sent: {exc}"[:1000]}
+        send(rec)
 
-    pending = list(range(len(problems)))
-    running = {}
-    with cond:
-        while pending or running:
-            now = time.monotonic()
-            for i in [i for i in running if i in answered]:
-                del running[i]
-            for i, t0 in list(running.items()):
-                if now - t0 > budget:
-                    answered[i] = True
-                    del running[i]
-                    send({"index": i, "status": "timeout", "seconds": round(now - t0, 3)})
-            while pending and len(running) < parallel:
-                i = pending.pop(0)
-                running[i] = time.monotonic()
-                threading.Thread(target=work, args=(i,), daemon=True, name=f"solve-{i}").start()
-            if pending or running:
-                cond.wait(timeout=0.2)
-    send({"done": True})
-    finish()
+    while True:
+        try:
+            msg, _fds = CHANNEL.recv(None)
+        except ChannelError:
+            finish()
+        if msg.get("stop"):
+            finish()
+        if isinstance(msg.get("solve"), int):
+            threading.Thread(target=work, args=(msg["solve"], msg.get("problem")), daemon=True,
+                             name=f"solve-{msg['solve']}").start()
 
 
 main()

@@ -15,15 +15,34 @@ that passes here passes there, given the same tests and a similarly loaded machi
 
 Outcomes: passed, no_code, compile_error, compile_timeout, wrong_answer, runtime_error, timeout.
 Limits use `prlimit` (util-linux) where it exists; without it only the wall-clock limits apply.
+
+Confinement: on Linux (x86_64 and aarch64) each run of a program is confined by a seccomp filter
+(:func:`confinement`): it may read files and write to the descriptors it was given, but may not
+open a file for writing, create, rename, link or remove anything, open a socket, use System V or
+POSIX message queues and shared memory, io_uring or ptrace (those calls fail with EPERM). A
+program that solves the problem needs none of it; a program that tries to carry a test's input
+somewhere (a file in /tmp, a loopback connection) gets nowhere. The compiler is not confined.
+
+Folders: each program gets a fresh folder with two parts. ``build/`` is the compiler's and the
+program's working folder (owned by ``run_as`` when given); ``io/`` is the harness's own (inputs,
+outputs, the compiler's messages), which only the harness's user can enter. The program reaches
+its input and output only through the descriptors it is given (stdin, stdout), and the harness
+never opens a path inside ``build/`` after anything of the program's has run there, so a program
+cannot make the harness read or write a file through a link it planted.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import math
 import os
+import platform
 import shutil
+import struct
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -37,6 +56,7 @@ RUSTC_ARGS = ["-O", "--edition", "2021"]
 MEMORY_FLOOR = 512 * 2**20
 OUTPUT_LIMIT = 64 * 2**20
 MAX_SOURCE_BYTES = 256 * 1024
+NPROC_LIMIT = 1024  # processes and threads of the programs' user (run_as) at once
 OUTCOMES = ("passed", "no_code", "compile_error", "compile_timeout", "wrong_answer", "runtime_error", "timeout")
 # What solve() receives: everything but the hidden tests.
 PUBLIC_FIELDS = ("name", "description", "public_tests", "time_limit", "memory_limit_bytes")
@@ -118,11 +138,13 @@ def available_cpus() -> int:
     return max(1, n)
 
 
-def _limits(cpu_seconds: int | None, memory: int | None, fsize: int | None) -> list[str]:
+def _limits(cpu_seconds: int | None, memory: int | None, fsize: int | None, *, nproc: bool = False) -> list[str]:
     prlimit = shutil.which("prlimit")
     if prlimit is None:
         return []
     args = [prlimit, "--core=0"]
+    if nproc:  # a user of its own (the scorer's programs): a fork bomb stops here, not at the container's limit
+        args.append(f"--nproc={NPROC_LIMIT}")
     if cpu_seconds is not None:
         args.append(f"--cpu={cpu_seconds}:{cpu_seconds + 1}")
     if memory is not None:
@@ -130,6 +152,94 @@ def _limits(cpu_seconds: int | None, memory: int | None, fsize: int | None) -> l
     if fsize is not None:
         args.append(f"--fsize={fsize}")
     return args + ["--"]
+
+
+# -- confinement of the programs (seccomp) ---------------------------------------------------------
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# Calls refused outright (EPERM), per architecture; open/openat only with a flag that writes.
+_DENY = {
+    "x86_64": [41, 85, 437, 83, 258, 84, 86, 265, 88, 266, 87, 263, 82, 264, 316, 90, 91, 268, 452, 92, 93, 94, 260, 76,
+               133, 259, 425, 426, 427, 101, 310, 311, 29, 68, 64, 240, 188, 189, 190, 197, 198, 199, 132, 235, 280, 261,
+               303, 304, 321, 298, 323, 248, 249, 250],
+    "aarch64": [198, 437, 34, 35, 36, 37, 38, 276, 52, 53, 452, 54, 55, 45, 33, 425, 426, 427, 117, 270, 271, 194, 186, 190,
+                180, 5, 6, 7, 14, 15, 16, 88, 264, 265, 280, 241, 282, 217, 218, 219],
+}
+_OPEN_FLAGS_ARG = {"x86_64": {2: 1, 257: 2}, "aarch64": {56: 2}}  # syscall number -> index of its flags argument
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | 0o20000000  # ... | __O_TMPFILE
+
+
+def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("HBBI", code, jt, jf, k)
+
+
+def _filter_program(machine: str) -> bytes | None:
+    if machine not in _AUDIT_ARCH:
+        return None
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    kill, allow, deny = 0x80000000, 0x7FFF0000, 0x00050000 | errno.EPERM
+    prog = [_bpf(ld, 4), _bpf(jeq, _AUDIT_ARCH[machine], 1, 0), _bpf(ret, kill), _bpf(ld, 0)]
+    if machine == "x86_64":  # the x32 numbers (bit 30) would slip past the checks below
+        prog += [_bpf(jge, 0x40000000, 0, 1), _bpf(ret, deny)]
+    for nr in _DENY[machine]:
+        prog += [_bpf(jeq, nr, 0, 1), _bpf(ret, deny)]
+    for nr, arg in _OPEN_FLAGS_ARG[machine].items():
+        prog += [_bpf(jeq, nr, 0, 3), _bpf(ld, 16 + 8 * arg), _bpf(jset, _WRITE_FLAGS, 0, 1), _bpf(ret, deny), _bpf(ld, 0)]
+    prog.append(_bpf(ret, allow))
+    return b"".join(prog)
+
+
+class _Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+class _Confinement:
+    """The filter, built once in the parent; :meth:`install` runs in the child before exec."""
+
+    def __init__(self) -> None:
+        self.available = False
+        self.reason = ""
+        program = _filter_program(platform.machine()) if os.name == "posix" and platform.system() == "Linux" else None
+        if program is None:
+            self.reason = f"no seccomp filter for {platform.system()} {platform.machine()}"
+            return
+        try:
+            self._libc = ctypes.CDLL(None, use_errno=True)
+            self._prctl = self._libc.prctl
+        except (OSError, AttributeError) as exc:
+            self.reason = f"prctl unavailable: {exc}"
+            return
+        self._buf = ctypes.create_string_buffer(program, len(program))
+        self._fprog = _Fprog(len(program) // 8, ctypes.cast(self._buf, ctypes.c_void_p))
+        self._ref = ctypes.byref(self._fprog)
+        self.available = True
+
+    def install(self) -> None:
+        if self._prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+            raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
+        if self._prctl(22, 2, self._ref, 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+            raise OSError(ctypes.get_errno(), "PR_SET_SECCOMP failed")
+
+
+_CONFINEMENT: _Confinement | None = None
+
+
+def confinement() -> _Confinement:
+    """The programs' seccomp filter; ``.available`` is False (with ``.reason``) where the platform or
+    the kernel does not allow one: programs then run unconfined (checked once, with /bin/true)."""
+    global _CONFINEMENT
+    if _CONFINEMENT is None:
+        c = _Confinement()
+        if c.available:
+            try:
+                rc = subprocess.run(["true"], preexec_fn=c.install, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, timeout=30).returncode
+                if rc != 0:
+                    c.available, c.reason = False, f"a confined /bin/true exited with {rc}"
+            except (OSError, subprocess.SubprocessError) as exc:
+                c.available, c.reason = False, f"the filter cannot be installed: {exc}"
+        _CONFINEMENT = c
+    return _CONFINEMENT
+
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -144,11 +254,14 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _run(argv: Sequence[str], *, cwd: str, stdin, stdout, stderr, wall: float, run_as: tuple[int, int] | None,
-         env: dict[str, str]) -> tuple[int | None, float]:
-    """(returncode or None if killed at the wall limit, seconds). The process gets its own group."""
+         env: dict[str, str], confine: bool = False) -> tuple[int | None, float]:
+    """(returncode or None if killed at the wall limit, seconds). The process gets its own group;
+    ``confine``: under the seccomp filter, where there is one."""
     kwargs: dict = {}
     if run_as is not None:
         kwargs = {"user": run_as[0], "group": run_as[1], "extra_groups": []}
+    if confine and confinement().available:
+        kwargs["preexec_fn"] = confinement().install
     started = time.monotonic()
     proc = subprocess.Popen(list(argv), cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr, env=env,
                             start_new_session=True, close_fds=True, **kwargs)
@@ -178,65 +291,98 @@ def _env(workdir: str, run_as: tuple[int, int] | None) -> dict[str, str]:
 
 
 class Workdir:
-    """A fresh folder for one program (owned by ``run_as`` when given); removed on exit."""
+    """A fresh folder for one program; removed on exit. ``build`` is the compiler's and the
+    program's working folder (owned by ``run_as`` when given), ``io`` the harness's own (0700)."""
 
     def __init__(self, run_as: tuple[int, int] | None = None, parent: str | None = None) -> None:
         self.run_as = run_as
         self.path = tempfile.mkdtemp(prefix="rust-", dir=parent)
+        os.chmod(self.path, 0o711)  # others may pass through to build/, not list or enter io/
+        self.io = os.path.join(self.path, "io")
+        self.build = os.path.join(self.path, "build")
+        os.mkdir(self.io, 0o700)
+        os.mkdir(self.build, 0o700)
         if run_as is not None:
-            os.chown(self.path, run_as[0], run_as[1])
-        os.chmod(self.path, 0o700)
+            os.chown(self.build, run_as[0], run_as[1])
 
-    def __enter__(self) -> str:
-        return self.path
+    def __enter__(self) -> "Workdir":
+        return self
 
     def __exit__(self, *exc) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def compile_rust(source: str, workdir: str, *, run_as: tuple[int, int] | None = None,
+def _parts(workdir: "Workdir | str") -> tuple[str, str]:
+    """(io folder, build folder); a plain path (your own experiments) serves as both."""
+    if isinstance(workdir, Workdir):
+        return workdir.io, workdir.build
+    return str(workdir), str(workdir)
+
+
+def _write_new(path: str, data: bytes, owner: tuple[int, int] | None = None, mode: int = 0o600) -> None:
+    """Create ``path`` (never through a link, never over an existing file) holding ``data``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        if owner is not None:
+            os.fchown(fh.fileno(), owner[0], owner[1])
+
+
+def compile_rust(source: str, workdir: "Workdir | str", *, run_as: tuple[int, int] | None = None,
                  cpu_seconds: int = COMPILE_CPU_SECONDS, wall_seconds: float = COMPILE_WALL_SECONDS,
                  rustc: str = "rustc") -> tuple[str, str, float]:
-    """Compile ``source`` into ``workdir/main``: (status, compiler messages, seconds) with status
-    "ok", "compile_error" or "compile_timeout"."""
-    src = os.path.join(workdir, "main.rs")
-    with open(src, "w", encoding="utf-8") as fh:
-        fh.write(source)
-    if run_as is not None:
-        os.chown(src, run_as[0], run_as[1])
-    log = os.path.join(workdir, "rustc.log")
-    with open(log, "wb") as err:
-        if run_as is not None:
-            os.fchown(err.fileno(), run_as[0], run_as[1])
-        argv = _limits(cpu_seconds, None, OUTPUT_LIMIT) + [rustc, *RUSTC_ARGS, "main.rs", "-o", "main"]
+    """Compile ``source`` into ``build/main`` of a fresh :class:`Workdir`: (status, compiler
+    messages, seconds) with status "ok", "compile_error" or "compile_timeout"."""
+    io_dir, build = _parts(workdir)
+    src = os.path.join(build, "main.rs")
+    log = os.path.join(io_dir, "rustc.log")
+    if not isinstance(workdir, Workdir):  # a folder of your own, perhaps used before
+        for path in (src, log, os.path.join(build, "main")):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+    _write_new(src, source.encode("utf-8"), run_as, 0o600)  # the folder is new: nothing of the program's ran there
+    with open(log, "xb") as err:
+        argv = _limits(cpu_seconds, None, OUTPUT_LIMIT, nproc=run_as is not None) + [rustc, *RUSTC_ARGS, "main.rs", "-o", "main"]
         try:
-            rc, seconds = _run(argv, cwd=workdir, stdin=subprocess.DEVNULL, stdout=err, stderr=err, wall=wall_seconds,
-                               run_as=run_as, env=_env(workdir, run_as))
+            rc, seconds = _run(argv, cwd=build, stdin=subprocess.DEVNULL, stdout=err, stderr=err, wall=wall_seconds,
+                               run_as=run_as, env=_env(build, run_as))
         except FileNotFoundError:
             return "compile_error", f"{rustc} was not found on PATH", 0.0
     with open(log, "rb") as fh:
         messages = fh.read(64 * 1024).decode("utf-8", "replace")
     if rc is None or (rc < 0 and -rc in (signal.SIGXCPU, signal.SIGKILL)):
         return "compile_timeout", f"rustc did not finish within {cpu_seconds} s of CPU time", seconds
-    if rc != 0 or not os.path.isfile(os.path.join(workdir, "main")):
+    try:
+        built = stat.S_ISREG(os.lstat(os.path.join(build, "main")).st_mode)
+    except OSError:
+        built = False
+    if rc != 0 or not built:
         return "compile_error", messages, seconds
     return "ok", messages, seconds
 
 
-def run_test(workdir: str, input_text: str, time_limit: float, *, memory_bytes: int | None = None,
+def run_test(workdir: "Workdir | str", input_text: str, time_limit: float, *, memory_bytes: int | None = None,
              run_as: tuple[int, int] | None = None) -> tuple[str, str, float]:
-    """Run ``workdir/main`` on one input: (status, stdout, seconds) with status "ok", "timeout" or
-    "runtime_error" (the stdout is what it printed)."""
+    """Run ``build/main`` on one input: (status, stdout, seconds) with status "ok", "timeout" or
+    "runtime_error" (the stdout is what it printed). The input and output files live in ``io/``;
+    the program gets them as descriptors only."""
+    io_dir, build = _parts(workdir)
     cpu = max(1, math.ceil(time_limit))
     wall = 2 * time_limit + 1.0
     memory = max(MEMORY_FLOOR, 2 * int(memory_bytes or 0))
-    inp, out = os.path.join(workdir, "input.txt"), os.path.join(workdir, "output.txt")
-    with open(inp, "w", encoding="utf-8") as fh:
-        fh.write(input_text)
-    with open(inp, "rb") as stdin, open(out, "wb") as stdout:
-        argv = _limits(cpu, memory, OUTPUT_LIMIT) + ["./main"]
-        rc, seconds = _run(argv, cwd=workdir, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, wall=wall,
-                           run_as=run_as, env=_env(workdir, run_as))
+    inp, out = os.path.join(io_dir, "input.txt"), os.path.join(io_dir, "output.txt")
+    for path in (inp, out):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    _write_new(inp, input_text.encode("utf-8"))
+    with open(inp, "rb") as stdin, open(out, "xb") as stdout:
+        argv = _limits(cpu, memory, OUTPUT_LIMIT, nproc=run_as is not None) + ["./main"]
+        rc, seconds = _run(argv, cwd=build, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, wall=wall,
+                           run_as=run_as, env=_env(build, run_as), confine=True)
     with open(out, "rb") as fh:
         printed = fh.read(OUTPUT_LIMIT + 1).decode("utf-8", "replace")
     if rc is None or (rc < 0 and -rc in (signal.SIGXCPU, signal.SIGKILL)):
@@ -251,9 +397,13 @@ def evaluate(source: str | None, tests: Sequence[dict], time_limit: float, *, me
              compile_cpu_seconds: int = COMPILE_CPU_SECONDS) -> Verdict:
     """Compile ``source`` and run it on ``tests`` (dicts with "input" and "output") in order."""
     total = len(tests)
-    if source is None or not source.strip():
+    if not isinstance(source, str) or not source.strip():
         return Verdict("no_code", "no program", tests_total=total)
-    if len(source.encode("utf-8")) > MAX_SOURCE_BYTES:
+    try:
+        size = len(source.encode("utf-8"))
+    except UnicodeEncodeError:
+        return Verdict("no_code", "the program is not valid UTF-8 text", tests_total=total)
+    if size > MAX_SOURCE_BYTES:
         return Verdict("no_code", f"the program has more than {MAX_SOURCE_BYTES} bytes", tests_total=total)
     with Workdir(run_as, tmp_parent) as wd:
         status, messages, compile_s = compile_rust(source, wd, run_as=run_as, cpu_seconds=compile_cpu_seconds)

@@ -1,0 +1,165 @@
+"""rust_codecontests' scorer against hostile scaffolds, in a real container (smoke profile).
+
+Each scaffold in environments/rust_codecontests/reference/hostile/ tries one way to a score it did
+not earn, or to the held-out tests (README there). Each must end as NaN with a reason, or no better
+than the honest starting scaffold's score; after each scoring nothing of the participant's (uid
+1000) or of the programs' user (nobody) may still run, and /protected must be as it was. One
+container for the module; about ten scorings of a few seconds each.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from rebench_tui.scoring import Direction
+from tests.conftest import ROOT
+from tests.hostile import Arena, assert_no_fake_best, check_aftermath, protected_listing
+
+pytestmark = [pytest.mark.docker]
+
+HOSTILE = ROOT / "environments" / "rust_codecontests" / "reference" / "hostile"
+NOBODY = 65534
+SECRET = "sk-rcc-hostile-made-up-5Jq8"
+
+
+@pytest.fixture(scope="module")
+def arena(tmp_path_factory):
+    """tests.hostile.arena_fixture's session, with the made-up API key the smoke profile requires."""
+    import docker
+
+    from rebench_tui.assets import AssetStore
+    from rebench_tui.catalog import load_catalog
+    from rebench_tui.config import Settings
+    from rebench_tui.runtime.docker_runtime import DockerRuntime
+    from rebench_tui.session import Session
+    from tests.conftest import KNOWN_IMAGES
+
+    try:
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"no Docker engine: {exc}")
+    settings = Settings(root=ROOT, sessions_dir=tmp_path_factory.mktemp("hostile-rcc") / "sessions")
+    env = load_catalog(ROOT / "environments", KNOWN_IMAGES).get("rust_codecontests")
+    store = AssetStore(Settings().cache_dir)
+    store.prepare(env, "smoke", "synthetic")
+    rt = DockerRuntime(client, None, settings.images, settings.cache_dir)
+    s = Session.create(env, "smoke", rt, settings.sessions, asset_store=store, secrets={"CODE_MODEL_API_KEY": SECRET})
+    try:
+        yield Arena(s, env)
+    finally:
+        if s.lock.held:
+            s.close()
+        s.sandbox.stop(remove=True)
+SCORES: dict[str, float] = {}
+RECORDS: dict[str, object] = {}
+
+
+def nobody_processes(arena) -> list[str]:
+    r = arena.root(f"ps -e -o uid=,pid=,args= | awk '$1 == {NOBODY} {{print $2, $3, $4}}'")
+    return [line for line in r.stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def honest(arena):
+    arena.reset()
+    r = arena.score()
+    assert math.isfinite(r.score) and r.message["n_problems"] == 8, r
+    SCORES["honest (starting scaffold)"] = r.score
+    return r.score
+
+
+def run_hostile(arena, name: str):
+    """Score the hostile scaffold ``name`` once (later tests reuse the record)."""
+    if name in RECORDS:
+        return RECORDS[name]
+    arena.reset()
+    arena.write({"solution/solve.py": (HOSTILE / f"solve_{name}.py").read_text(),
+                 "solution/_honest.py": (HOSTILE / "_honest.py").read_text()})
+    before = protected_listing(arena)
+    record = arena.score()
+    SCORES[name] = record.score
+    print(f"hostile {name}: score {record.score} message {record.message}")
+    check_aftermath(arena, before)
+    assert nobody_processes(arena) == [], "a program's process outlived the scoring"
+    assert record.details.get("scorer_matches_catalog") is True, record.details
+    RECORDS[name] = record
+    return record
+
+
+@pytest.mark.parametrize("name", ["fake_result_exit", "fd_writer"])
+def test_hostile_scaffold_ends_as_nan_with_a_reason(arena, honest, name):
+    record = run_hostile(arena, name)
+    assert math.isnan(record.score), (name, record.score, record.message)
+    assert record.message.get("error"), record.message
+    if name == "fake_result_exit":
+        assert "exit status 0" in record.message["error"]
+        assert '"n_successes": 8' in record.details.get("participant_stdout_tail", "")
+    else:  # the result line went into the control channel too: the scaffold broke its protocol
+        assert "protocol" in record.message["error"] or "ended" in record.message["error"], record.message
+
+
+@pytest.mark.parametrize("name", ["protected_reader", "garbage_answers", "daemon", "forged_status", "monkeypatch",
+                                  "link_planter", "exfiltrator"])
+def test_hostile_scaffold_scores_no_better_than_honest(arena, honest, name):
+    record = run_hostile(arena, name)
+    assert_no_fake_best(record, honest, Direction.HIGHER)
+    assert math.isfinite(record.score), record.message  # each still answers every problem somehow
+    assert record.message["n_successes"] == 0, record.message
+
+
+def test_neither_the_scaffold_nor_its_programs_can_read_the_held_out_tests(arena, honest):
+    record = run_hostile(arena, "protected_reader")
+    out = record.details.get("participant_stdout_tail", "")
+    assert "READ-OK" not in out and "WRITE-OK" not in out, out
+    assert "READ-DENIED /protected/assets/test.jsonl Permission denied" in out, out
+    rows = record.details["per_problem"]
+    judged = [r for r in rows if r["outcome"] == "wrong_answer"]
+    assert judged, rows
+    for r in judged:  # what each program printed: every open refused, no descriptor of the judge's readable
+        assert "READ-OK" not in r["detail"] and "READ-DENIED" in r["detail"] and "FD-READ:0" in r["detail"], r
+
+
+def test_links_planted_by_programs_lead_the_judge_nowhere(arena, honest):
+    record = run_hostile(arena, "link_planter")
+    got = [r["detail"] for r in record.details["per_problem"] if r["outcome"] == "wrong_answer"]
+    assert got and all("io-entries:0" in d for d in got), got
+    assert arena.root("test -e /home/agent/leaked_by_judge && echo leaked || echo absent").stdout.strip() == "absent"
+
+
+def test_programs_cannot_carry_their_input_out(arena, honest):
+    record = run_hostile(arena, "exfiltrator")
+    assert record.details["program_confinement"] == "seccomp", record.details
+    got = [r["detail"] for r in record.details["per_problem"] if r["outcome"] == "wrong_answer"]
+    assert got and all("exfil:FILE-DENIED,SHM-DENIED,DIR-DENIED,LINK-DENIED,NET-DENIED" in d for d in got), got
+    left = arena.root("ls -d /tmp/rcc_exfil* /dev/shm/rcc_exfil* 2>/dev/null | wc -l").stdout.strip()
+    assert left == "0", left
+
+
+def test_answers_are_data_the_scorer_checks(arena, honest):
+    record = run_hostile(arena, "garbage_answers")
+    rows = record.details["per_problem"]
+    assert {r["outcome"] for r in rows} <= {"no_code", "wrong_answer", "compile_error", "timeout", "runtime_error"}, rows
+    assert record.details["scaffold_junk_messages"] >= 5, record.details
+    assert any(r["solve_status"] in ("bad_answer", "too_big", "bad_return") for r in rows), rows
+
+
+def test_the_harness_it_is_given_is_not_the_judges(arena, honest):
+    record = run_hostile(arena, "monkeypatch")
+    assert "hidden-tests-found: 0" in record.details.get("participant_stdout_tail", ""), record.details
+    assert record.message["outcomes"] == {"wrong_answer": 4, "timeout": 2, "compile_error": 2}, record.message
+
+
+def test_daemons_are_ended(arena, honest):
+    run_hostile(arena, "daemon")  # check_aftermath: no uid 1000 process; and none of nobody's
+    before = arena.root("stat -c %Y /home/agent/daemon_alive 2>/dev/null || echo none").stdout.strip()
+    time.sleep(1.5)
+    after = arena.root("stat -c %Y /home/agent/daemon_alive 2>/dev/null || echo none").stdout.strip()
+    assert before == after, "the scaffold's daemon still writes"
+
+
+def test_report(arena, honest):
+    print("rust_codecontests hostile scores:", SCORES)
