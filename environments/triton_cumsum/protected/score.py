@@ -47,7 +47,7 @@ PROFILES = {
 }
 CHECK_N = 1024
 LOW, HIGH = -10, 10
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.abspath(__file__)) if "__file__" in globals() else ""
 
 
 class Invalid(Exception):
@@ -172,7 +172,7 @@ def check(outs, expected, n: int) -> None:
             raise Invalid({"results_match": False, "first_different_index": bad, "checked_n": n})
 
 
-def score(profile: str, cfg: dict, details: dict) -> tuple[float, dict]:
+def score(profile: str, cfg: dict, details: dict, worker_code: str) -> tuple[float, dict]:
     import torch
 
     device = "cuda" if profile == "gpu" else "cpu"
@@ -180,10 +180,8 @@ def score(profile: str, cfg: dict, details: dict) -> tuple[float, dict]:
         raise Invalid({"error": "the gpu profile needs a CUDA device and none is visible"})
     details.update({"profile": profile, "n": cfg["n"], "calls_per_batch": cfg["k"], "device": device,
                     "torch": torch.__version__, "harness": "separate process"})
-    with open(os.path.join(HERE, "worker.py"), encoding="utf-8") as fh:
-        code = fh.read()
     lib = os.environ.get("REBENCH_SCORER_LIB", "/opt/rebench/lib")
-    worker = participant.start([sys.executable, "-c", code], env={"REBENCH_SCORER_LIB": lib},
+    worker = participant.start([sys.executable, "-c", worker_code], env={"REBENCH_SCORER_LIB": lib},
                                cwd=os.path.join(participant.account().home, "solution"))
     details["_worker"] = worker
     seed = int.from_bytes(os.urandom(8), "little")
@@ -212,31 +210,103 @@ def score(profile: str, cfg: dict, details: dict) -> tuple[float, dict]:
                               "first_different_index": None}
 
 
+PR_SET_DUMPABLE = 4
+
+
+def gpu_broker() -> int:
+    """The GPU side of a gpu-profile scoring (``score.py --broker``, started by the root scorer).
+
+    The NVIDIA driver maps a CUDA IPC buffer only between processes of one user (checked on an
+    H200: root <-> uid 1000 fails both ways with "mapping of buffer object failed"). So on a GPU
+    the inputs, expected outputs, clock and checks live in this process, which runs as the
+    participant's user but is made non-dumpable first: processes of that user can no longer read
+    its memory or trace it (that takes CAP_SYS_PTRACE), only signal it, which can end a scoring
+    (NaN), never shorten it. It starts the worker itself and hands its result to the root scorer
+    over its control channel; the root scorer alone writes the result."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise SystemExit("could not make the GPU broker non-dumpable")
+    from rebench_scorer.channel import Channel
+
+    ch = Channel.from_env()
+    msg, _fds = ch.recv(60)
+    details: dict = {"gpu_broker": {"uid": os.getuid(), "dumpable": False}}
+    try:
+        value, message = score("gpu", PROFILES["gpu"], details, msg["worker_code"])
+    except Invalid as exc:
+        value, message = math.nan, exc.message
+    except TimeoutError:
+        value, message = math.nan, {"timeout": True}
+    except Exception as exc:  # noqa: BLE001
+        value, message = math.nan, {"error": f"the scorer failed: {type(exc).__name__}: {exc}"}
+    end_worker(details)
+    ch.send({"value": value if math.isfinite(value) else None, "message": message, "details": details})
+    return 0
+
+
+def end_worker(details: dict) -> None:
+    worker = details.pop("_worker", None)
+    if worker is None:
+        return
+    try:
+        if worker.alive():
+            worker.channel.send({"op": "exit"})
+            worker.wait(2)
+    except ChannelError:
+        pass
+    worker.kill()
+    details.update(worker.report())
+
+
+def through_broker(details: dict, worker_code: str) -> tuple[float, dict]:
+    """Run :func:`gpu_broker` as the participant's user and take its result (checked for shape)."""
+    with open(os.path.abspath(__file__), encoding="utf-8") as fh:
+        own = fh.read()
+    lib = os.environ.get("REBENCH_SCORER_LIB", "/opt/rebench/lib")
+    broker = participant.start([sys.executable, "-c", own, "--broker"], env={"REBENCH_SCORER_LIB": lib},
+                               cwd=participant.account().home)
+    try:
+        broker.channel.send({"worker_code": worker_code})
+        msg, fds = broker.channel.recv(timeout=PROFILES["gpu"]["import_s"] + PROFILES["gpu"]["budget_s"] + 30)
+        for fd in fds:
+            os.close(fd)
+    except ChannelError as exc:
+        broker.kill()
+        details.update({"broker_" + k: v for k, v in broker.report().items()})
+        raise Invalid({"error": f"the scorer's GPU side ended before it answered ({exc})"}) from None
+    broker.wait(5)
+    broker.kill()
+    value, message, got = msg.get("value"), msg.get("message"), msg.get("details")
+    if not (value is None or isinstance(value, (int, float))) or not isinstance(message, dict) or not isinstance(got, dict):
+        raise Invalid({"error": "the scorer's GPU side answered in an unexpected shape"})
+    details.update(got)
+    return (math.nan if value is None else float(value)), message
+
+
 def main() -> int:
+    if "--broker" in sys.argv[1:]:
+        return gpu_broker()
     profile = os.environ.get("REBENCH_PROFILE", "gpu")
     cfg = PROFILES.get(profile)
     details: dict = {}
     if cfg is None:
         result.emit(math.nan, {"error": f"unknown profile {profile!r}"})
         return 0
+    with open(os.path.join(HERE, "worker.py"), encoding="utf-8") as fh:
+        worker_code = fh.read()
     try:
-        value, message = score(profile, cfg, details)
+        if profile == "gpu" and os.geteuid() == 0 and participant.account().uid != 0:
+            value, message = through_broker(details, worker_code)
+        else:
+            value, message = score(profile, cfg, details, worker_code)
     except Invalid as exc:
         value, message = math.nan, exc.message
     except TimeoutError:
         value, message = math.nan, {"timeout": True}
     except Exception as exc:  # noqa: BLE001 - a fault of the scorer's own: say so
         value, message = math.nan, {"error": f"the scorer failed: {type(exc).__name__}: {exc}"}
-    worker = details.pop("_worker", None)
-    if worker is not None:
-        try:
-            if worker.alive():
-                worker.channel.send({"op": "exit"})
-                worker.wait(2)
-        except ChannelError:
-            pass
-        worker.kill()
-        details.update(worker.report())
+    end_worker(details)
     result.emit(value, message, details)
     return 0
 
