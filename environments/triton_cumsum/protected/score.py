@@ -20,8 +20,12 @@ random positions of every output (so a worker that says "done" before its kernel
 gains nothing: the check fails until they have). Then, outside the clock, every element of every
 output is compared. The score is ln of the median over timed batches of (batch time / K), in
 milliseconds. The per-batch cost of the hand-over (a request, a reply, opening K output buffers
-and one gather) is part of the time; reference/device_logs has it measured against the old
-in-process CUDA-event figure.
+and one gather) is part of the time. Measured on an H200 (reference/device_logs/
+2026-12-03-h200-harness_gpu-broker.log, same run): starting solution 4.19-4.23 ms a call here vs
+3.83 ms in-process with CUDA events; reference kernel 0.73-0.76 ms vs 0.42-0.48 ms. That is about
+3.5 ms a batch of 10 calls (0.35 ms a call), mostly opening freshly shared output buffers: more
+than the 5% the in-process figure allows, and the next thing to cut (reuse output buffers across
+batches, so their handles are opened once).
 """
 
 from __future__ import annotations
