@@ -18,6 +18,9 @@ from rebench_tui.config import Settings
 from rebench_tui.runtime.images import Recipes
 
 ROOT = Path(__file__).resolve().parent.parent
+# Scorers run by hand (a test's subprocess on this machine) find their helpers here, as the local
+# runtime's scorers do; containers have their own copy at /opt/rebench/lib.
+os.environ.setdefault("REBENCH_SCORER_LIB", str(ROOT / "rebench_tui" / "runtime" / "lib"))
 FIXTURE_ENVS = ROOT / "tests" / "fixtures" / "environments"
 IMAGES = ROOT / "images"
 KNOWN_IMAGES = Recipes.load(IMAGES).names
