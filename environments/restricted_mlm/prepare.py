@@ -7,35 +7,48 @@ Writes
     DIR/workspace/start_checkpoint.pt   the starting model's weights (solution/model.py loads it)
     DIR/workspace/data_info.json        what the participant may know about the data
     DIR/protected/val.bin               held-out tokens, same format; the scorer samples from it
+    DIR/protected/secret.json           the validation seed: which windows of val.bin are scored and
+                                        which of their positions are masked (drawn at random here)
     DIR/protected/info.json             how everything was made
 
 Modes
     fetch      OpenWebText through Hugging Face `datasets` (streamed), tokenized with GPT-2's BPE
                (`tiktoken`, else `transformers`); downloads and tokenized chunks are kept in --work
                so an interrupted run resumes. The first documents become val.bin, the next ones
-               train.bin. Then the starting model is trained briefly.
+               train.bin: each document goes to val.bin with a probability drawn so that val.bin
+               ends up about its size, by a random generator seeded at random here, so which
+               documents are held out cannot be recomputed. Then the starting model is trained
+               briefly.
     from       The same from files already on this machine, in --source:
                  SOURCE/train.bin and SOURCE/val.bin   already tokenized (uint16 GPT-2 ids, as
                                                        nanoGPT's openwebtext/prepare.py writes them);
                                                        used as they are, cut to this profile's sizes
+                                                       (that split is the source's, not secret)
                or documents, read in sorted path order:
                  SOURCE/**/*.txt                       one document per file
                  SOURCE/**/*.jsonl                     one JSON object per line with a "text" field
                  SOURCE/**/*.parquet                   a "text" column (needs pyarrow)
-               Documents need a GPT-2 tokenizer: SOURCE/tokenizer/ with vocab.json and merges.txt
+               Documents are split at random as in fetch. They need a GPT-2 tokenizer: SOURCE/tokenizer/ with vocab.json and merges.txt
                (read with `transformers`), or `tiktoken` with its GPT-2 files cached
                (TIKTOKEN_CACHE_DIR), or `transformers` with "gpt2" in the Hugging Face cache.
     synthetic  Offline: a corpus from a hidden Markov model over 256 token ids (32 hidden states
                that tend to persist, each emitting from its own 24 tokens), so that the masked
                tokens are predictable from their neighbours and, less so, from the whole window.
-               The mask id 50256 never occurs in it. smoke: tiny sizes and a tiny starting model
+               The mask id 50256 never occurs in it. The model and train.bin come from fixed
+               seeds; val.bin is sampled with a seed drawn at random here. smoke: tiny sizes and a tiny starting model
                trained here for a few seconds; gpu: full-size model shapes and a larger corpus,
                the starting model barely trained (for measuring the scorer's speed only).
 
 Sizes: gpu 1e9 training and 5e6 held-out tokens (environment variables RMLM_TRAIN_TOKENS and
 RMLM_VAL_TOKENS change them; RMLM_OWT_DATASET names another hub dataset with a "text" column);
-smoke 4e6 and 3e5; gpu synthetic 4e7 and 2e6. Everything uses fixed seeds: the same command on
-the same machine writes the same files.
+smoke 4e6 and 3e5; gpu synthetic 4e7 and 2e6.
+
+Secrets: the validation seed (secret.json), the synthetic val.bin's sampling seed and the
+documents' split are drawn from the operating system's random source at every run and written
+only under protected/ (which becomes /protected/assets, root:protected 0750): nothing in this
+repository lets a participant recompute the scored windows, their masks or the held-out text.
+RMLM_SECRET_SEED=N derives all three from N instead, for reproducing a measurement. Everything
+else (train.bin, the starting checkpoint) uses fixed seeds: the same on every run.
 """
 
 from __future__ import annotations
@@ -43,6 +56,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -71,7 +85,7 @@ START_TRAINING = {
     ("gpu", "from"): {"config": "full", "steps": 300, "batch_size": 64, "lr": 2e-3},
     ("gpu", "fetch"): {"config": "full", "steps": 300, "batch_size": 64, "lr": 2e-3},
 }
-SEED = 20_250_311
+SEED = 20_250_311  # the public part: the synthetic corpus's model, train.bin and the starting model
 OWT_DATASET = os.environ.get("RMLM_OWT_DATASET", "Skylion007/openwebtext")
 DOCS_PER_CHUNK = 2_000
 
@@ -130,11 +144,21 @@ class HiddenMarkovCorpus:
         return out
 
 
-def build_synthetic(profile: str, out: Path) -> dict:
+def draw_secrets() -> dict:
+    """The seeds that decide what is held out and what is scored: random, unless
+    RMLM_SECRET_SEED pins them (for reproducing a measurement)."""
+    pinned = os.environ.get("RMLM_SECRET_SEED")
+    if pinned is not None:
+        rng = np.random.default_rng([int(pinned), 0x5EC])
+        return {f: int(rng.integers(0, 2**62)) for f in ("val_seed", "val_sample_seed", "split_seed")} | {"pinned": True}
+    return {f: secrets.randbits(62) for f in ("val_seed", "val_sample_seed", "split_seed")} | {"pinned": False}
+
+
+def build_synthetic(profile: str, out: Path, secret: dict) -> dict:
     sizes = SIZES["smoke"] if profile == "smoke" else SYNTHETIC_GPU_SIZES
     corpus = HiddenMarkovCorpus(SEED)
     corpus.sample(sizes["train"], SEED + 1, "synthetic train.bin").tofile(out / "workspace" / "train.bin")
-    corpus.sample(sizes["val"], SEED + 2, "synthetic val.bin").tofile(out / "protected" / "val.bin")
+    corpus.sample(sizes["val"], secret["val_sample_seed"], "synthetic val.bin").tofile(out / "protected" / "val.bin")
     return {"source": "synthetic hidden Markov model (32 states, 256 token ids)", "seed": SEED,
             "train_tokens": sizes["train"], "val_tokens": sizes["val"]}
 
@@ -177,20 +201,42 @@ def encode_docs(encode, texts: list[str]) -> np.ndarray:
     return flat
 
 
-class SplitWriter:
-    """Sends tokens to val.bin until it holds `val` tokens (whole documents), then to train.bin."""
+def split_documents(tokens: np.ndarray) -> list[np.ndarray]:
+    """Documents of a token stream, each with the <|endoftext|> (50256) that ends it."""
+    ends = np.flatnonzero(tokens == MASK_ID) + 1
+    return [d for d in np.split(tokens, ends) if len(d)]
 
-    def __init__(self, val_path: Path, train_path: Path, val: int, train: int) -> None:
+
+class SplitWriter:
+    """Whole documents to val.bin until it holds `val` tokens, the rest to train.bin (cut at `train`).
+
+    Without `rng` the first documents are held out. With one (prepare's secret split), each
+    document is held out with probability about val / (val + train), until val.bin is full: which
+    documents those are depends only on the generator's seed."""
+
+    def __init__(self, val_path: Path, train_path: Path, val: int, train: int,
+                 rng: np.random.Generator | None = None) -> None:
         self.val_file, self.train_file = open(val_path, "wb"), open(train_path, "wb")
         self.val_target, self.train_target = val, train
         self.val_n = self.train_n = 0
+        self.rng = rng
+        self.p_val = min(1.0, 1.05 * val / max(1, val + train))  # a little over: val.bin fills before train.bin
 
     @property
     def full(self) -> bool:
         return self.train_n >= self.train_target
 
     def add(self, tokens: np.ndarray) -> None:
-        if self.val_n < self.val_target:
+        if self.rng is None:
+            self._to(tokens, self.val_n < self.val_target)
+            return
+        for doc in split_documents(tokens):
+            if self.full:
+                break
+            self._to(doc, self.val_n < self.val_target and self.rng.random() < self.p_val)
+
+    def _to(self, tokens: np.ndarray, held_out: bool) -> None:
+        if held_out:
             tokens.tofile(self.val_file)
             self.val_n += len(tokens)
             return
@@ -225,7 +271,7 @@ def iter_documents(source: Path):
                 yield from batch.column(0).to_pylist()
 
 
-def build_from(profile: str, source: Path, out: Path) -> dict:
+def build_from(profile: str, source: Path, out: Path, secret: dict) -> dict:
     sizes = SIZES[profile]
     train_path, val_path = out / "workspace" / "train.bin", out / "protected" / "val.bin"
     if (source / "train.bin").is_file() and (source / "val.bin").is_file():
@@ -244,7 +290,7 @@ def build_from(profile: str, source: Path, out: Path) -> dict:
         return {"source": f"pre-tokenized {source}/train.bin and val.bin", "train_tokens": counts["train.bin"],
                 "val_tokens": counts["val.bin"]}
     encode = gpt2_tokenizer(source)
-    writer = SplitWriter(val_path, train_path, sizes["val"], sizes["train"])
+    writer = SplitWriter(val_path, train_path, sizes["val"], sizes["train"], np.random.default_rng(secret["split_seed"]))
     batch: list[str] = []
     docs = 0
     for text in iter_documents(source):
@@ -265,7 +311,7 @@ def build_from(profile: str, source: Path, out: Path) -> dict:
     return {"source": f"documents in {source}", "documents": docs, "train_tokens": writer.train_n, "val_tokens": writer.val_n}
 
 
-def build_fetch(profile: str, work: Path, out: Path) -> dict:
+def build_fetch(profile: str, work: Path, out: Path, secret: dict) -> dict:
     """OpenWebText, streamed. Tokenized chunks of DOCS_PER_CHUNK documents go to WORK/owt/ as they
     are made; a rerun skips the documents already there."""
     try:
@@ -304,7 +350,8 @@ def build_fetch(profile: str, work: Path, out: Path) -> dict:
             progress(min(state["tokens"], needed), needed, f"downloading and tokenizing OpenWebText ({state['docs']:,} documents)")
             if state["tokens"] >= needed:
                 break
-    writer = SplitWriter(out / "protected" / "val.bin", out / "workspace" / "train.bin", sizes["val"], sizes["train"])
+    writer = SplitWriter(out / "protected" / "val.bin", out / "workspace" / "train.bin", sizes["val"], sizes["train"],
+                         np.random.default_rng(secret["split_seed"]))
     for i, name in enumerate(state["chunks"]):
         writer.add(np.load(chunk_dir / name))
         progress(i + 1, len(state["chunks"]), "writing train.bin and val.bin")
@@ -358,12 +405,15 @@ def main() -> None:
         (args.out / side).mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
 
+    secret = draw_secrets()
     if args.mode == "synthetic":
-        data = build_synthetic(args.profile, args.out)
+        data = build_synthetic(args.profile, args.out, secret)
     elif args.mode == "from":
-        data = build_from(args.profile, args.source.resolve(), args.out)
+        data = build_from(args.profile, args.source.resolve(), args.out, secret)
     else:
-        data = build_fetch(args.profile, args.work, args.out)
+        data = build_fetch(args.profile, args.work, args.out, secret)
+    if data["val_tokens"] <= 4 * SEQ_LEN:
+        fail(f"only {data['val_tokens']} held-out tokens: too few to score on")
     start = train_start_checkpoint(args.profile, args.mode, args.out)
 
     public = {"profile": args.profile, "mode": args.mode, "train_tokens": data["train_tokens"], "dtype": "uint16",
@@ -371,8 +421,10 @@ def main() -> None:
               "source": data["source"].split(" (")[0] if args.mode == "synthetic" else data["source"],
               "start_checkpoint": {k: start[k] for k in ("config", "steps", "parameters")}}
     (args.out / "workspace" / "data_info.json").write_text(json.dumps(public, indent=2) + "\n")
-    private = {**public, "data": data, "start_checkpoint": start, "seconds": round(time.time() - started, 1)}
+    private = {**public, "data": data, "start_checkpoint": start, "secret_pinned": secret["pinned"],
+               "seconds": round(time.time() - started, 1)}
     (args.out / "protected" / "info.json").write_text(json.dumps(private, indent=2) + "\n")
+    (args.out / "protected" / "secret.json").write_text(json.dumps(secret, indent=2) + "\n")
     say(f"done in {time.time() - started:.1f} s: {data['train_tokens']:,} training and {data['val_tokens']:,} held-out tokens")
 
 

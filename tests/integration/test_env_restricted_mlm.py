@@ -1,5 +1,6 @@
 """restricted_mlm in a real container: prepare --synthetic, start score, a trained reference,
-a forbidden operation, a broken file, and /protected out of the participant's reach."""
+a forbidden operation, a broken file, and /protected out of the participant's reach. (Hostile
+solutions: test_hostile_restricted_mlm.py.)"""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def get_trained_model():
 '''
 
 
+@pytest.mark.timeout(1800)  # the reference's 400 training steps take 20-600 s, depending on the machine's load
 def test_smoke_in_a_container(catalog, docker_runtime, settings):
     env = catalog.get("restricted_mlm")
     store = AssetStore(Settings().cache_dir)
@@ -50,6 +52,7 @@ def test_smoke_in_a_container(catalog, docker_runtime, settings):
         (sol / "model.py").write_text(SOFTMAX_MODEL)
         forbidden = s.score()
         assert math.isnan(forbidden.score) and "softmax" in forbidden.message["disallowed_operation"]
+        assert forbidden.details["participant_uid"] == 1000  # the model ran as the participant, not in the scorer
         (sol / "model.py").write_text("def get_trained_model(:\n")
         broken = s.score()
         assert math.isnan(broken.score) and "error" in broken.message

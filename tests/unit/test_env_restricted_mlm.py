@@ -1,15 +1,21 @@
-"""restricted_mlm: the rule enforcer on real tensors and modules, and prepare.py + score.py end to end.
+"""restricted_mlm: the rules on real models, the graph hand-over, and prepare.py + score.py end to end.
 
-The enforcer (environments/restricted_mlm/protected/enforcer.py) is loaded by path and run on
-small tensors: every forbidden case must be rejected with the operation named, every allowed case
-must pass and give the same values as without the enforcer. RMLM_TEST_DEVICE=cuda runs those
-cases on a GPU (reference/run_gpu.sh does).
+The scorer never runs the participant's code: worker.py (in the participant's process) captures
+the forward pass with torch.export and sends it as plain data; graph.py (in the scorer) checks
+every operator against the allow-list of enforcer.py and runs the graph itself. The first part
+of this file runs that same path in-process on small models: capture and pack as the worker
+does, then load, check and run as the scorer does. Every forbidden case must end with the
+operation named (or, for code that reads tensor values, a capture that fails), every allowed
+case must give the same values as the plain model. Crafted graphs stand for a hostile worker:
+whatever it sends, only allowed operators run. RMLM_TEST_DEVICE=cuda runs the graphs on a GPU
+(reference/run_gpu.sh does).
 
-The end-to-end tests run `prepare.py --profile smoke --mode synthetic` once (module fixture), lay
-out a home and a protected folder as the container has them, and run score.py as a subprocess on
-the starting solution, the reference solution (trained here: about 2 CPU-minutes in all for this
-file, so 2-3 minutes of wall time on an idle 2-core machine, more when it is shared), a solution
-that uses softmax, one with a syntax error and one with a wrong output shape.
+The end-to-end tests run `prepare.py --profile smoke --mode synthetic` once (module fixture, with
+a pinned secret so the scores are reproducible), lay out a home and a protected folder as the
+container has them, and run score.py as a subprocess on the starting solution, the reference
+solution (trained here: about 2 CPU-minutes, so 2-3 minutes of wall time on an idle 2-core
+machine, more when it is shared), a solution that uses softmax, one with a syntax error and one
+with a wrong output shape.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import tomllib
 import warnings
 from pathlib import Path
@@ -32,87 +37,81 @@ import torch.nn.functional as F
 
 from tests.modules import load_file
 
-ENV = Path(__file__).resolve().parents[2] / "environments" / "restricted_mlm"
+ROOT = Path(__file__).resolve().parents[2]
+ENV = ROOT / "environments" / "restricted_mlm"
+LIB = ROOT / "rebench_tui" / "runtime" / "lib"
 DEVICE = os.environ.get("RMLM_TEST_DEVICE", "cpu")
 MANIFEST = tomllib.loads((ENV / "environment.toml").read_text())
 SMOKE = MANIFEST["profiles"]["smoke"]
-# Scores are deterministic on one machine (fixed seeds, pinned thread count); the tolerances
-# cover other CPUs' float rounding. The starting model is little more than its unigram bias, so
-# it moves least; the reference is trained for 400 steps, which amplifies rounding differences.
+# The held-out windows and masks come from a seed drawn at prepare time, so the smoke scores vary
+# a little from one prepared asset set to the next (measured over 40 seeds: the starting model's
+# standard deviation 0.0065, range 1.236-1.259). The end-to-end tests pin the seed
+# (RMLM_SECRET_SEED, the one the manifest's scores were measured with); the tolerances cover other
+# CPUs' float rounding and, in the container tests that use the cache's random seed, the spread.
 START_TOLERANCE = 0.03
 REFERENCE_TOLERANCE = 0.1
+PINNED_SECRET = "20261203"
+
+if str(LIB) not in sys.path:
+    sys.path.insert(0, str(LIB))  # worker.pack uses rebench_scorer.arrays
+enforcer = load_file("enforcer", ENV / "protected" / "enforcer.py")  # graph.py imports it by this name
+graph = load_file("rmlm_graph", ENV / "protected" / "graph.py")
+worker = load_file("rmlm_worker", ENV / "protected" / "worker.py")
 
 
-enforcer = load_file("rmlm_enforcer", ENV / "protected" / "enforcer.py")
+class Fn(nn.Module):
+    """A model whose forward pass is ``fn(x)``; modules in ``parts`` are its submodules."""
+
+    def __init__(self, fn, **parts) -> None:
+        super().__init__()
+        self.fn = fn
+        for name, part in parts.items():
+            setattr(self, name, part)
+
+    def forward(self, x):
+        return self.fn(self, x)
 
 
-def run_enforced(fn):
-    with torch.no_grad(), enforcer.Enforcer():
-        return fn()
+def handed_over(model: nn.Module, example: torch.Tensor):
+    """Capture and pack as the worker does; load and check as the scorer does: a graph.Graph."""
+    model = model.to("cpu").eval()
+    ep = worker.capture(model, example.cpu(), torch)
+    plain, tensors = worker.to_plain(ep, torch, str(ENV))
+    fd, offset, size = worker.pack(plain, tensors, torch)
+    try:
+        return graph.Graph({"ok": True, "graph_offset": offset, "graph_bytes": size}, [fd], device=DEVICE,
+                           max_bytes=1 << 30)
+    finally:
+        os.close(fd)
 
 
-# -- cases: each builds its tensors and modules outside the enforcer and returns the call to check
+def through_scorer(model: nn.Module, example: torch.Tensor):
+    """("ok", output) | ("disallowed_operation", text) | ("error", text) | ("capture", text)."""
+    try:
+        g = handed_over(model, example)
+    except graph.Invalid as exc:
+        return next(iter(exc.message.items()))
+    except Exception as exc:  # noqa: BLE001 - torch.export's refusal
+        return "capture", f"{type(exc).__name__}: {exc}"
+    try:
+        return "ok", g.run(example.to(DEVICE))
+    except graph.Invalid as exc:
+        return next(iter(exc.message.items()))
+
+
 def _x(*shape):
     torch.manual_seed(0)
-    return torch.randn(*shape or (2, 5, 4), device=DEVICE)
+    return torch.randn(*shape or (2, 5, 4))
 
 
 def _ids():
     torch.manual_seed(0)
-    return torch.randint(0, 10, (2, 5), device=DEVICE)
+    return torch.randint(0, 10, (2, 5))
 
 
-def _module(m):
-    return m.to(DEVICE).eval()
-
-
-def _thread_exp():
-    x = _x()
-
-    def call():
-        t = threading.Thread(target=lambda: torch.exp(x))
-        t.start()
-        t.join()
-
-    return call
-
-
-def _swallowed():
-    x = _x()
-
-    def call():
-        try:
-            torch.exp(x)
-        except Exception:  # noqa: BLE001 - the point: the model hides the rejection
-            pass
-        return x + 1
-
-    return call
-
-
-def _disable_modes():
-    x = _x()
-
-    def call():
-        from torch.utils._python_dispatch import _disable_current_modes
-
-        with _disable_current_modes():
-            return x.exp()
-
-    return call
-
-
-def _profile_off():
-    x = _x()
-
-    def call():
-        old = sys.getprofile()
-        sys.setprofile(None)
-        y = x.exp()
-        sys.setprofile(old)
-        return y
-
-    return call
+def _mask():
+    torch.manual_seed(1)
+    return torch.randn(2, 5, 4) > 0
 
 
 class _ExpFunction(torch.autograd.Function):
@@ -139,229 +138,372 @@ def _custom_exp(a: torch.Tensor) -> torch.Tensor:
     return a.exp()
 
 
-class _WrapperTensor(torch.Tensor):
-    """A tensor subclass whose __torch_dispatch__ computes exp behind the enforcer's back."""
-
-    @staticmethod
-    def __new__(cls, elem):
-        return torch.Tensor._make_wrapper_subclass(cls, elem.shape, dtype=elem.dtype, device=elem.device)
-
-    def __init__(self, elem):
-        self.elem = elem
-
-    @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        return torch.exp(args[0].elem)
+@_custom_exp.register_fake
+def _(a):
+    return torch.empty_like(a)
 
 
-def _inplace_truediv():
-    x = _x().clone()
-
-    def call():
-        y = x.clone()
-        y /= 2
-        return y
-
-    return call
+def _inplace_truediv(m, x):
+    y = x.clone()
+    y /= 2
+    return y
 
 
+W = _x(10, 4)
+MASK = _mask()
+X, IDS = _x(), _ids()
+# name: (model, example input, what the outcome must contain). "capture" outcomes are code that
+# reads tensor values, which torch.export refuses (the input is symbolic while it is captured).
 FORBIDDEN = {
-    # name: (builder returning the call, text the reported operation must contain)
-    "operator x / y": (lambda: (lambda x=_x(), y=_x(): x / y), "aten.div.Tensor"),
-    "operator 1 / x": (lambda: (lambda x=_x(): 1 / x), "aten.reciprocal"),
-    "operator ids // 2": (lambda: (lambda i=_ids(): i // 2), "aten.floor_divide"),
-    "operator ids % 3": (lambda: (lambda i=_ids(): i % 3), "aten.remainder"),
-    "operator x ** 2": (lambda: (lambda x=_x(): x ** 2), "aten.pow"),
-    "operator x /= 2 (in place)": (_inplace_truediv, "aten.div_"),
-    "method x.div": (lambda: (lambda x=_x(): x.div(2)), "aten.div"),
-    "method x.exp": (lambda: (lambda x=_x(): x.exp()), "aten.exp"),
-    "method x.softmax": (lambda: (lambda x=_x(): x.softmax(-1)), "softmax"),
-    "method x.mean (divides)": (lambda: (lambda x=_x(): x.mean(1)), "aten.mean"),
-    "method x.max": (lambda: (lambda x=_x(): x.max()), "aten.max"),
-    "method x.abs": (lambda: (lambda x=_x(): x.abs()), "aten.abs"),
-    "in-place div_": (lambda: (lambda x=_x(): x.clone().div_(2)), "aten.div_"),
-    "in-place exp_": (lambda: (lambda x=_x(): x.clone().exp_()), "aten.exp_"),
-    "torch.exp": (lambda: (lambda x=_x(): torch.exp(x)), "aten.exp"),
-    "torch.softmax": (lambda: (lambda x=_x(): torch.softmax(x, -1)), "softmax"),
-    "torch.sigmoid": (lambda: (lambda x=_x(): torch.sigmoid(x)), "aten.sigmoid"),
-    "torch.tanh": (lambda: (lambda x=_x(): torch.tanh(x)), "aten.tanh"),
-    "torch.sqrt": (lambda: (lambda x=_x(): torch.sqrt(x)), "aten.sqrt"),
-    "torch.rsqrt": (lambda: (lambda x=_x(): torch.rsqrt(x)), "aten.rsqrt"),
-    "torch.log": (lambda: (lambda x=_x(): torch.log(x)), "aten.log"),
-    "torch.pow": (lambda: (lambda x=_x(): torch.pow(x, 3)), "aten.pow"),
-    "torch.square": (lambda: (lambda x=_x(): torch.square(x)), "aten.pow"),
-    "torch.clamp": (lambda: (lambda x=_x(): torch.clamp(x, min=0)), "aten.clamp"),
-    "torch.where with a constant mask": (lambda: (lambda x=_x(), m=_x() > 0: torch.where(m, x, 0.0)), "aten.where"),
-    "comparison x > 0": (lambda: (lambda x=_x(): x > 0), "aten.gt"),
-    "masked_fill with a constant mask": (lambda: (lambda x=_x(), m=_x() > 0: x.masked_fill(m, 0.0)), "aten.masked_fill"),
-    "F.softmax": (lambda: (lambda x=_x(): F.softmax(x, dim=-1)), "softmax"),
-    "F.log_softmax": (lambda: (lambda x=_x(): F.log_softmax(x, dim=-1)), "log_softmax"),
-    "F.gelu": (lambda: (lambda x=_x(): F.gelu(x)), "aten.gelu"),
-    "F.silu": (lambda: (lambda x=_x(): F.silu(x)), "aten.silu"),
-    "F.leaky_relu": (lambda: (lambda x=_x(): F.leaky_relu(x)), "leaky_relu"),
-    "F.layer_norm": (lambda: (lambda x=_x(): F.layer_norm(x, (4,))), "native_layer_norm"),
-    "F.normalize": (lambda: (lambda x=_x(): F.normalize(x, dim=-1)), "aten.linalg_vector_norm"),
-    "F.scaled_dot_product_attention": (lambda: (lambda x=_x(): F.scaled_dot_product_attention(x, x, x)), "softmax"),
-    "nn.LayerNorm": (lambda: (lambda m=_module(nn.LayerNorm(4)), x=_x(): m(x)), "native_layer_norm"),
-    "nn.Softmax": (lambda: (lambda m=_module(nn.Softmax(dim=-1)), x=_x(): m(x)), "softmax"),
-    "nn.GELU": (lambda: (lambda m=_module(nn.GELU()), x=_x(): m(x)), "aten.gelu"),
-    "nn.MultiheadAttention": (lambda: (lambda m=_module(nn.MultiheadAttention(4, 1, batch_first=True)), x=_x(): m(x, x, x)), "softmax"),
-    "nn.Sequential with a Tanh inside": (lambda: (lambda m=_module(nn.Sequential(nn.Linear(4, 4), nn.Tanh())), x=_x(): m(x)), "aten.tanh"),
-    "einsum, then division": (lambda: (lambda x=_x(): torch.einsum("bij->bi", x) / 3), "aten.div.Tensor"),
-    "aten operator called directly": (lambda: (lambda x=_x(): torch.ops.aten.exp.default(x)), "aten.exp.default"),
-    "custom autograd.Function": (lambda: (lambda x=_x(): _ExpFunction.apply(x)), "aten.exp"),
-    "autograd-free x.data path": (lambda: (lambda x=_x(): x.data.exp()), "aten.exp"),
-    "TorchScript function": (lambda: (lambda x=_x(): _scripted_sigmoid(x)), "aten.sigmoid"),
-    "custom operator (torch.library)": (lambda: (lambda x=_x(): _custom_exp(x)), "rmlm_test.exp_op"),
-    "float -> int conversion": (lambda: (lambda x=_x(): x.long()), "conversion from float32 to int64"),
-    "sum with an integer dtype (truncates)": (lambda: (lambda x=_x(): x.sum(dtype=torch.int64)), "conversion from float32 to int64"),
-    "bit reinterpretation view(dtype)": (lambda: (lambda x=_x(): x.view(torch.int32)), "aten.view.dtype"),
-    "random numbers": (lambda: (lambda x=_x(): x + torch.rand(x.shape, device=x.device)), "aten.rand"),
-    "embedding_bag mean": (lambda: (lambda w=_x(10, 4), i=_ids(): F.embedding_bag(i, w, mode="mean")), "mode=mean"),
-    "x.item()": (lambda: (lambda x=_x(): x.sum().item()), "item"),
-    "float(x)": (lambda: (lambda x=_x(): float(x.sum())), "_local_scalar_dense"),
-    "x.numpy()": (lambda: (lambda x=_x(): x.cpu().numpy()), "numpy"),
-    "x.tolist()": (lambda: (lambda x=_x(): x.tolist()), "tolist"),
-    "x.data_ptr() (custom kernels)": (lambda: (lambda x=_x(): x.data_ptr()), "data_ptr"),
-    "tensor subclass with __torch_dispatch__": (lambda: (lambda w=_WrapperTensor(_x()): w + 1), "tensor subclass _WrapperTensor"),
-    "work in another thread": (_thread_exp, "start_new_thread"),
-    "rejection caught by the model": (_swallowed, "aten.exp"),
-    "modes popped with _disable_current_modes": (_disable_modes, "removed from its stack"),
-    "profile hook switched off": (_profile_off, "setprofile"),
+    "operator x / y": (Fn(lambda m, x: x / (x + 1)), X, "aten.div.Tensor (x / y, division)"),
+    "operator 1 / x": (Fn(lambda m, x: 1 / x), X, "aten.reciprocal"),
+    "operator ids // 2": (Fn(lambda m, i: i // 2), IDS, "aten.floor_divide"),
+    "operator ids % 3": (Fn(lambda m, i: i % 3), IDS, "aten.remainder"),
+    "operator x ** 2": (Fn(lambda m, x: x ** 2), X, "aten.pow"),
+    "operator x /= 2 (in place)": (Fn(_inplace_truediv), X, "aten.div"),
+    "method x.div": (Fn(lambda m, x: x.div(2)), X, "aten.div"),
+    "method x.exp": (Fn(lambda m, x: x.exp()), X, "aten.exp"),
+    "method x.softmax": (Fn(lambda m, x: x.softmax(-1)), X, "softmax"),
+    "method x.mean (divides)": (Fn(lambda m, x: x.mean(1)), X, "aten.mean"),
+    "method x.max": (Fn(lambda m, x: x.max()), X, "aten.max"),
+    "method x.abs": (Fn(lambda m, x: x.abs()), X, "aten.abs"),
+    "in-place div_": (Fn(lambda m, x: x.clone().div_(2)), X, "aten.div"),
+    "in-place exp_": (Fn(lambda m, x: x.clone().exp_()), X, "aten.exp"),
+    "torch.exp": (Fn(lambda m, x: torch.exp(x)), X, "aten.exp"),
+    "torch.softmax": (Fn(lambda m, x: torch.softmax(x, -1)), X, "softmax"),
+    "torch.sigmoid": (Fn(lambda m, x: torch.sigmoid(x)), X, "aten.sigmoid"),
+    "torch.tanh": (Fn(lambda m, x: torch.tanh(x)), X, "aten.tanh"),
+    "torch.sqrt": (Fn(lambda m, x: torch.sqrt(x)), X, "aten.sqrt"),
+    "torch.rsqrt": (Fn(lambda m, x: torch.rsqrt(x)), X, "aten.rsqrt"),
+    "torch.log": (Fn(lambda m, x: torch.log(x)), X, "aten.log"),
+    "torch.pow": (Fn(lambda m, x: torch.pow(x, 3)), X, "aten.pow"),
+    "torch.square": (Fn(lambda m, x: torch.square(x)), X, "power"),
+    "torch.clamp": (Fn(lambda m, x: torch.clamp(x, min=0)), X, "aten.clamp"),
+    "torch.where with a constant mask": (Fn(lambda m, x: torch.where(MASK, x, 0.0)), X, "aten.where"),
+    "comparison x > 0": (Fn(lambda m, x: x > 0), X, "aten.gt"),
+    "masked_fill with a constant mask": (Fn(lambda m, x: x.masked_fill(MASK, 0.0)), X, "aten.masked_fill"),
+    "F.softmax": (Fn(lambda m, x: F.softmax(x, dim=-1)), X, "softmax"),
+    "F.log_softmax": (Fn(lambda m, x: F.log_softmax(x, dim=-1)), X, "log_softmax"),
+    "F.gelu": (Fn(lambda m, x: F.gelu(x)), X, "aten.gelu"),
+    "F.silu": (Fn(lambda m, x: F.silu(x)), X, "aten.silu"),
+    "F.leaky_relu": (Fn(lambda m, x: F.leaky_relu(x)), X, "leaky_relu"),
+    "F.layer_norm": (Fn(lambda m, x: F.layer_norm(x, (4,))), X, "layer_norm"),
+    "F.normalize": (Fn(lambda m, x: F.normalize(x, dim=-1)), X, "aten.linalg_vector_norm"),
+    "F.scaled_dot_product_attention": (Fn(lambda m, x: F.scaled_dot_product_attention(x, x, x)), X, "attention"),
+    "F.pad with mode='reflect'": (Fn(lambda m, x: F.pad(x, (1, 1), mode="reflect")), X, "aten.reflection_pad1d"),
+    "nn.LayerNorm": (Fn(lambda m, x: m.norm(x), norm=nn.LayerNorm(4)), X, "layer_norm"),
+    "nn.Softmax": (Fn(lambda m, x: m.soft(x), soft=nn.Softmax(dim=-1)), X, "softmax"),
+    "nn.GELU": (Fn(lambda m, x: m.act(x), act=nn.GELU()), X, "aten.gelu"),
+    "nn.MultiheadAttention": (Fn(lambda m, x: m.att(x, x, x)[0], att=nn.MultiheadAttention(4, 1, batch_first=True)), X,
+                              "softmax"),
+    "nn.Sequential with a Tanh inside": (Fn(lambda m, x: m.seq(x), seq=nn.Sequential(nn.Linear(4, 4), nn.Tanh())), X,
+                                         "aten.tanh"),
+    "einsum, then division": (Fn(lambda m, x: torch.einsum("bij->bi", x) / 3), X, "aten.div.Tensor"),
+    "aten operator called directly": (Fn(lambda m, x: torch.ops.aten.exp.default(x)), X, "aten.exp.default"),
+    "custom autograd.Function": (Fn(lambda m, x: _ExpFunction.apply(x)), X, "aten.exp"),
+    "TorchScript function": (Fn(lambda m, x: _scripted_sigmoid(x)), X, "aten.sigmoid"),
+    "custom operator (torch.library)": (Fn(lambda m, x: _custom_exp(x)), X, "rmlm_test.exp_op"),
+    "float -> int conversion": (Fn(lambda m, x: x.long()), X, "conversion from float32 to int64"),
+    "sum with an integer dtype (truncates)": (Fn(lambda m, x: x.sum(dtype=torch.int64)), X,
+                                              "conversion from float32 to int64"),
+    "bit reinterpretation view(dtype)": (Fn(lambda m, x: x.view(torch.int32)), X, "aten.view.dtype"),
+    "random numbers": (Fn(lambda m, x: x + torch.rand(x.shape)), X, "aten.rand"),
+    "embedding_bag mean": (Fn(lambda m, i: F.embedding_bag(i, W, mode="mean")), IDS, "mode=mean"),
+    "x.item()": (Fn(lambda m, x: x + x.sum().item()), X, "aten.item"),
+    "float(x)": (Fn(lambda m, x: x * float(x.sum())), X, "capture"),
+    "x.numpy()": (Fn(lambda m, x: x.numpy()), X, "capture"),
+    "x.data_ptr() (custom kernels)": (Fn(lambda m, x: x + x.data_ptr()), X, "capture"),
+    "if x.sum() > 0: (data-dependent branch)": (Fn(lambda m, x: x if x.sum() > 0 else -x), X, "capture"),
 }
+
+
+@pytest.mark.parametrize("name", list(FORBIDDEN))
+def test_forbidden_operation_is_rejected(name):
+    model, example, expected = FORBIDDEN[name]
+    kind, detail = through_scorer(model, example)
+    if expected == "capture":
+        assert kind in ("capture", "disallowed_operation"), (name, kind, detail)
+        return
+    assert kind == "disallowed_operation", (name, kind, detail)
+    assert expected in detail, f"{name}: reported {detail!r}"
+
+
+def _index_assign(m, x):
+    y = x.clone()
+    y[:, 0] = 0.0
+    y[:, 1] = x[:, 2]
+    y[torch.tensor([0])] = x[1:]
+    return y
+
+
+class _Autocast(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self.lin(x).float()
+
+
+class _Precomputed(nn.Module):
+    """Constants made with forbidden operations outside the forward pass are just weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.softmax(W, -1)[:, :4].sum(0))
+
+    def forward(self, x):
+        return x * self.scale
 
 
 def _starting_model():
     model_mod = load_file("rmlm_start_model", ENV / "solution" / "model.py")
     torch.manual_seed(0)
-    return _module(model_mod.build("tiny"))
+    return model_mod.build("tiny")
 
 
 def _reference_model():
     model_mod = load_file("rmlm_ref_model", ENV / "reference" / "model.py")
     torch.manual_seed(0)
-    return _module(model_mod.build("tiny"))
+    return model_mod.build("tiny")
 
 
-def _index_assign():
-    x = _x()
-
-    def call():
-        y = x.clone()
-        y[:, 0] = 0.0
-        y[:, 1] = x[:, 2]
-        y[torch.tensor([0], device=x.device)] = x[1:]
-        return y
-
-    return call
-
-
-def _autocast_call(m, x):
-    with torch.autocast(x.device.type, dtype=torch.bfloat16):
-        return m(x)
+def _seq():
+    torch.manual_seed(0)
+    return torch.randint(0, 50257, (2, 128))
 
 
 ALLOWED = {
-    "nn.Linear": lambda: (lambda m=_module(nn.Linear(4, 3)), x=_x(): m(x)),
-    "nn.Linear without bias on 2-D input": lambda: (lambda m=_module(nn.Linear(4, 3, bias=False)), x=_x(5, 4): m(x)),
-    "nn.Embedding": lambda: (lambda m=_module(nn.Embedding(10, 4)), i=_ids(): m(i)),
-    "F.embedding_bag sum": lambda: (lambda w=_x(10, 4), i=_ids(): F.embedding_bag(i, w, mode="sum")),
-    "torch.matmul": lambda: (lambda x=_x(): torch.matmul(x, x.transpose(1, 2))),
-    "operator @": lambda: (lambda x=_x(), w=_x(4, 6): x @ w),
-    "torch.bmm": lambda: (lambda x=_x(): torch.bmm(x, x.transpose(1, 2))),
-    "einsum contraction": lambda: (lambda x=_x(): torch.einsum("bij,bkj->bik", x, x)),
-    "einsum reduction": lambda: (lambda x=_x(): torch.einsum("bij->b", x)),
-    "sum": lambda: (lambda x=_x(): x.sum()),
-    "sum over a dim": lambda: (lambda x=_x(): x.sum(dim=1, keepdim=True)),
-    "cumsum": lambda: (lambda x=_x(): x.cumsum(1)),
-    "sum of integer ids in int64": lambda: (lambda i=_ids(): i.sum(dtype=torch.int64) + (i * 50257 + i).sum()),
-    "operator +": lambda: (lambda x=_x(): x + x + 1),
-    "operator - and negation": lambda: (lambda x=_x(): 1 - x - (-x)),
-    "operator *": lambda: (lambda x=_x(): x * x),
-    "multiply by a constant (instead of dividing)": lambda: (lambda x=_x(): x * (1.0 / 128)),
-    "in-place add_ and mul_": lambda: (lambda x=_x(): x.clone().add_(1).mul_(2)),
-    "torch.relu": lambda: (lambda x=_x(): torch.relu(x)),
-    "F.relu": lambda: (lambda x=_x(): F.relu(x)),
-    "nn.ReLU in nn.Sequential": lambda: (lambda m=_module(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))), x=_x(): m(x)),
-    "nn.Dropout in eval mode": lambda: (lambda m=_module(nn.Dropout(0.1)), x=_x(): m(x)),
-    "integer indexing": lambda: (lambda x=_x(): x[0, 1]),
-    "slicing and None": lambda: (lambda x=_x(): x[:, 1:3, None]),
-    "index tensor": lambda: (lambda x=_x(), i=torch.tensor([1, 0, 1], device=DEVICE): x[i]),
-    "index assignment": _index_assign,
-    "gather": lambda: (lambda x=_x(), i=torch.zeros(2, 5, 4, dtype=torch.long, device=DEVICE): x.gather(1, i)),
-    "index_select": lambda: (lambda x=_x(), i=torch.tensor([0, 2], device=DEVICE): x.index_select(1, i)),
-    "reshape of a non-contiguous tensor": lambda: (lambda x=_x(): x.transpose(0, 1).reshape(10, 4)),
-    "view": lambda: (lambda x=_x(): x.view(-1)),
-    "permute": lambda: (lambda x=_x(): x.permute(2, 0, 1)),
-    "transpose and .T": lambda: (lambda x=_x(): x.transpose(1, 2)[0].T),
-    "cat": lambda: (lambda x=_x(): torch.cat([x, x], dim=1)),
-    "stack": lambda: (lambda x=_x(): torch.stack([x, x])),
-    "unsqueeze and squeeze": lambda: (lambda x=_x(): x.unsqueeze(0).squeeze(0)[:, :1].squeeze(1)),
-    "contiguous": lambda: (lambda x=_x(): x.transpose(0, 1).contiguous()),
-    "clone and detach": lambda: (lambda x=_x(): x.clone().detach()),
-    "expand": lambda: (lambda x=_x(): x[:, :1].expand(2, 5, 4)),
-    "split, chunk, unbind": lambda: (lambda x=_x(): torch.cat(x.split(2, 1) + x.chunk(2, 1)[:1] + (x.unbind(1)[0][:, None],), 1)),
-    "flip, roll, tril": lambda: (lambda x=_x(): x.flip(1).roll(1, 1).tril()),
-    "unfold (sliding windows)": lambda: (lambda x=_x(): x.unfold(1, 3, 1)),
-    "F.pad with zeros": lambda: (lambda x=_x(): F.pad(x, (0, 0, 1, 1))),
-    "constants: zeros_like, new_zeros, arange, full": lambda: (lambda x=_x(): torch.zeros_like(x) + x.new_zeros(4) + torch.arange(4, device=x.device) + torch.full((4,), 2.0, device=x.device)),
-    "ids to float and bfloat16": lambda: (lambda i=_ids(), x=_x(): i.float() + x[:, :, 0].to(torch.bfloat16).float()),
-    "autocast to bfloat16": lambda: (lambda m=_module(nn.Linear(4, 3)), x=_x(): _autocast_call(m, x)),
-    "shape arithmetic in Python": lambda: (lambda x=_x(): x.reshape(x.shape[0] * x.size(1), -1)),
-    "the starting model (tiny)": lambda: (lambda m=_starting_model(), i=torch.randint(0, 50257, (2, 128), device=DEVICE): m(i)),
-    "the reference model (tiny)": lambda: (lambda m=_reference_model(), i=torch.randint(0, 50257, (2, 128), device=DEVICE): m(i)),
+    "nn.Linear": (Fn(lambda m, x: m.lin(x), lin=nn.Linear(4, 3)), X),
+    "nn.Linear without bias on 2-D input": (Fn(lambda m, x: m.lin(x[0]), lin=nn.Linear(4, 3, bias=False)), X),
+    "nn.Embedding": (Fn(lambda m, i: m.emb(i), emb=nn.Embedding(10, 4)), IDS),
+    "F.embedding_bag sum": (Fn(lambda m, i: F.embedding_bag(i, W, mode="sum")), IDS),
+    "torch.matmul": (Fn(lambda m, x: torch.matmul(x, x.transpose(1, 2))), X),
+    "operator @": (Fn(lambda m, x: x @ W.T), X),
+    "torch.bmm": (Fn(lambda m, x: torch.bmm(x, x.transpose(1, 2))), X),
+    "einsum contraction": (Fn(lambda m, x: torch.einsum("bij,bkj->bik", x, x)), X),
+    "einsum reduction": (Fn(lambda m, x: torch.einsum("bij->b", x)), X),
+    "sum": (Fn(lambda m, x: x.sum()), X),
+    "sum over a dim": (Fn(lambda m, x: x.sum(dim=1, keepdim=True)), X),
+    "cumsum": (Fn(lambda m, x: x.cumsum(1)), X),
+    "sum of integer ids in int64": (Fn(lambda m, i: i.sum(dtype=torch.int64) + (i * 50257 + i).sum()), IDS),
+    "operator +": (Fn(lambda m, x: x + x + 1), X),
+    "operator - and negation": (Fn(lambda m, x: 1 - x - (-x)), X),
+    "operator *": (Fn(lambda m, x: x * x), X),
+    "multiply by a constant (instead of dividing)": (Fn(lambda m, x: x * (1.0 / 128)), X),
+    "in-place add_ and mul_": (Fn(lambda m, x: x.clone().add_(1).mul_(2)), X),
+    "torch.relu": (Fn(lambda m, x: torch.relu(x)), X),
+    "F.relu": (Fn(lambda m, x: F.relu(x)), X),
+    "nn.ReLU in nn.Sequential": (Fn(lambda m, x: m.seq(x), seq=nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))), X),
+    "nn.Dropout in eval mode": (Fn(lambda m, x: m.drop(x), drop=nn.Dropout(0.1)), X),
+    "integer indexing": (Fn(lambda m, x: x[0, 1]), X),
+    "slicing and None": (Fn(lambda m, x: x[:, 1:3, None]), X),
+    "index tensor": (Fn(lambda m, x: x[torch.tensor([1, 0, 1])]), X),
+    "index with the input's ids": (Fn(lambda m, i: W[i]), IDS),
+    "index assignment": (Fn(_index_assign), X),
+    "gather": (Fn(lambda m, x: x.gather(1, torch.zeros(2, 5, 4, dtype=torch.long))), X),
+    "index_select": (Fn(lambda m, x: x.index_select(1, torch.tensor([0, 2]))), X),
+    "reshape of a non-contiguous tensor": (Fn(lambda m, x: x.transpose(0, 1).reshape(10, 4)), X),
+    "view": (Fn(lambda m, x: x.view(-1)), X),
+    "permute": (Fn(lambda m, x: x.permute(2, 0, 1)), X),
+    "transpose and .T": (Fn(lambda m, x: x.transpose(1, 2)[0].T), X),
+    "cat": (Fn(lambda m, x: torch.cat([x, x], dim=1)), X),
+    "stack": (Fn(lambda m, x: torch.stack([x, x])), X),
+    "unsqueeze and squeeze": (Fn(lambda m, x: x.unsqueeze(0).squeeze(0)[:, :1].squeeze(1)), X),
+    "contiguous": (Fn(lambda m, x: x.transpose(0, 1).contiguous()), X),
+    "clone and detach": (Fn(lambda m, x: x.clone().detach()), X),
+    "expand": (Fn(lambda m, x: x[:, :1].expand(2, 5, 4)), X),
+    "split, chunk, unbind": (Fn(lambda m, x: torch.cat(x.split(2, 1) + x.chunk(2, 1)[:1] + (x.unbind(1)[0][:, None],), 1)), X),
+    "flip, roll, tril": (Fn(lambda m, x: x.flip(1).roll(1, 1).tril()), X),
+    "unfold (sliding windows)": (Fn(lambda m, x: x.unfold(1, 3, 1)), X),
+    "F.pad with zeros": (Fn(lambda m, x: F.pad(x, (0, 0, 1, 1))), X),
+    "constants: zeros_like, new_zeros, arange, full": (Fn(lambda m, x: torch.zeros_like(x) + x.new_zeros(4) + torch.arange(4, device=x.device) + torch.full((4,), 2.0, device=x.device)), X),
+    "ids to float and bfloat16": (Fn(lambda m, i: i.float() + i.to(torch.bfloat16).float()), IDS),
+    "autocast to bfloat16": (_Autocast(), X),
+    "shape arithmetic in Python": (Fn(lambda m, x: x.reshape(x.shape[0] * x.size(1), -1)), X),
+    "weights computed with any operation before the forward pass": (_Precomputed(), X),
+    "the starting model (tiny)": (_starting_model(), _seq()),
+    "the reference model (tiny)": (_reference_model(), _seq()),
 }
 
 
-@pytest.mark.parametrize("name", list(FORBIDDEN))
-def test_enforcer_rejects_forbidden_operation(name):
-    build, expected = FORBIDDEN[name]
-    call = build()
-    with pytest.raises(enforcer.DisallowedOperation) as info:
-        run_enforced(call)
-    assert expected in info.value.operation, f"{name}: reported {info.value.operation!r}"
-
-
 @pytest.mark.parametrize("name", list(ALLOWED))
-def test_enforcer_allows_permitted_operation(name):
-    call = ALLOWED[name]()
+def test_permitted_operation_runs_in_the_scorer_with_the_same_values(name):
+    model, example = ALLOWED[name]
     with torch.no_grad():
-        expected = call()
-    got = run_enforced(call)
-    if isinstance(expected, torch.Tensor):
-        torch.testing.assert_close(got, expected)
+        expected = model.eval()(example)
+    kind, got = through_scorer(model, example)
+    assert kind == "ok", (name, kind, got)
+    if DEVICE == "cpu":
+        torch.testing.assert_close(got, expected)  # the same kernels as the plain model: equal
+    else:  # the plain model ran on the CPU
+        torch.testing.assert_close(got.cpu(), expected, rtol=1e-3, atol=1e-3)
 
 
-def test_enforcer_message_names_the_aten_operator_and_the_python_route():
-    x = _x()
-    with pytest.raises(enforcer.DisallowedOperation) as info:
-        run_enforced(lambda: x / 3)
-    assert info.value.operation == "aten.div.Tensor (x / y, division) via torch.Tensor.div"
+def test_message_names_the_operator_and_the_line_of_model_code():
+    kind, detail = through_scorer(Fn(lambda m, x: x / 3), X)
+    assert kind == "disallowed_operation"
+    assert detail.startswith("aten.div.Tensor (x / y, division) at test_env_restricted_mlm.py:"), detail
 
 
-def test_enforcer_allow_list_is_an_allow_list():
+def test_allow_list_is_an_allow_list():
     assert enforcer.check_aten(torch.ops.aten.addmm.default) is None
     assert enforcer.check_aten(torch.ops.aten.view.default) is None
     assert enforcer.check_aten(torch.ops.aten.view.dtype) is not None
     assert enforcer.check_aten(torch.ops.aten.scatter.reduce) is not None
     # an operator nobody thought of is rejected by default
     assert enforcer.check_aten(torch.ops.aten.special_bessel_j0.default) == "aten.special_bessel_j0.default"
+    assert enforcer.check_name("aten.addmm.default") is None
+    assert enforcer.check_name("aten.special_bessel_j0.default") == "aten.special_bessel_j0.default"
+    assert enforcer.check_name("myns.add.default") == "myns.add.default"  # only the aten namespace
+    assert "not an operator name" in enforcer.check_name("os.system")
+    assert "not an operator name" in enforcer.check_name("aten.add.Tensor; import os")
 
 
-def test_enforcer_leaves_no_trace_after_exit():
-    x = _x()
-    def state():
-        return (sys.getprofile(), torch._C._len_torch_dispatch_stack(), torch._C._len_torch_function_stack(),
-                torch._C.DisableTorchFunction, torch._C._get_graph_executor_optimize())
+def test_the_graph_is_a_pure_function_of_the_weights_and_the_input():
+    """No state survives from one batch to the next: in-place writes never reach the scorer's
+    tensors (the capture is functional), so the same input gives the same output."""
+    class Memo(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("seen", torch.zeros(2, 5, 4))
 
-    before = state()
-    seen = []
-    with pytest.raises(enforcer.DisallowedOperation):
-        run_enforced(lambda: seen.append(torch._C._get_graph_executor_optimize()) or torch.exp(x))
-    run_enforced(lambda: x + 1)
-    assert seen == [False]  # TorchScript's fusing executor is off inside
-    assert state() == before
-    assert torch.exp(x).shape == x.shape  # outside the enforcer everything works again
+        def forward(self, x):
+            out = x + self.seen
+            self.seen.add_(x)  # tries to remember the inputs
+            return out
+
+    g = handed_over(Memo(), X)
+    first = g.run(X.to(DEVICE)).cpu()
+    again = g.run(_x(2, 5, 4).mul(3).to(DEVICE))
+    torch.testing.assert_close(g.run(X.to(DEVICE)).cpu(), first)
+    assert again.shape == first.shape
+    torch.testing.assert_close(first, X)
+
+
+# -- a hostile worker: graphs written by hand --------------------------------------------------
+def crafted(nodes: list, tensors: dict | None = None, *, input_name: str = "x", output: str | None = None,
+            raw: bytes | None = None, fd_kind: str = "memfd", tensor_patch: dict | None = None):
+    """Load a hand-written graph as the scorer would: Graph or Invalid."""
+    tensors = tensors or {}
+    entries, blobs, offset = [], [], 0
+    for name, t in tensors.items():
+        data = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        entries.append({"name": name, "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+                        "offset": offset, "nbytes": len(data)})
+        blobs.append(data.ljust(-(-len(data) // 64) * 64, b"\0"))
+        offset += len(blobs[-1])
+    for e in entries:
+        e.update(tensor_patch or {})
+    spec = {"format": "rmlm-graph-1", "input": input_name, "output": output or nodes[-1]["name"], "tensors": entries,
+            "nodes": nodes}
+    body = raw if raw is not None else json.dumps(spec).encode()
+    data = b"".join(blobs) + body
+    if fd_kind == "pipe":
+        r, w = os.pipe()
+        os.write(w, data)
+        os.close(w)
+        fd = r
+    else:
+        fd = os.memfd_create("crafted")
+        os.write(fd, data)
+        if fd_kind == "short":
+            os.ftruncate(fd, len(data) // 2)
+    header = {"ok": True, "graph_offset": offset, "graph_bytes": len(body)}
+    try:
+        return graph.Graph(header, [fd], device=DEVICE, max_bytes=1 << 30)
+    finally:
+        os.close(fd)
+
+
+def node(name, op, *args, **kwargs):
+    return {"name": name, "op": op, "args": list(args), "kwargs": kwargs}
+
+
+def ref(name):
+    return {"ref": name}
+
+
+def _invalid(**kwargs) -> dict:
+    with pytest.raises(graph.Invalid) as info:
+        g = crafted(**kwargs)
+        g.run(X.to(DEVICE))
+    return info.value.message
+
+
+CRAFTED = {
+    # name: (crafted() arguments, key of the message, text it must contain)
+    "an operator outside the allow-list": (
+        {"nodes": [node("y", "aten.exp.default", ref("x"))]}, "disallowed_operation", "aten.exp.default"),
+    "an operator of another namespace": (
+        {"nodes": [node("y", "rmlm_test.exp_op.default", ref("x"))]}, "disallowed_operation", "rmlm_test.exp_op"),
+    "a Python function instead of an operator": (
+        {"nodes": [node("y", "builtins.eval", "1")]}, "disallowed_operation", "builtins.eval"),
+    "not an operator name at all": (
+        {"nodes": [node("y", "__import__('os').system", "id")]}, "disallowed_operation", "not an operator name"),
+    "an in-place write into a weight (state across batches)": (
+        {"nodes": [node("y", "aten.add_.Tensor", ref("w"), ref("x"))], "tensors": {"w": torch.zeros(2, 5, 4)}},
+        "error", "writes into its arguments"),
+    "an out= variant": (
+        {"nodes": [node("y", "aten.add.out", ref("x"), ref("x"), out=ref("x"))]}, "error", "writes into its arguments"),
+    "a float-to-int conversion hidden in arguments": (
+        {"nodes": [node("y", "aten._to_copy.default", ref("x"), dtype={"dtype": "int64"})]},
+        "disallowed_operation", "conversion from float32 to int64"),
+    "a reference to a later node (a cycle)": (
+        {"nodes": [node("a", "aten.add.Tensor", ref("x"), ref("b")), node("b", "aten.add.Tensor", ref("x"), ref("a"))]},
+        "error", "earlier node"),
+    "a reference to nothing": ({"nodes": [node("y", "aten.add.Tensor", ref("x"), ref("labels"))]}, "error", "earlier node"),
+    "an argument the format does not have": (
+        {"nodes": [node("y", "aten.add.Tensor", ref("x"), {"pickle": "gASV"})]}, "error", "not one the format allows"),
+    "a device the scorer does not use": (
+        {"nodes": [node("y", "aten._to_copy.default", ref("x"), device={"device": "meta"})]}, "error",
+        "not one the format allows"),
+    "a tensor outside the buffer": (
+        {"nodes": [node("y", "aten.add.Tensor", ref("x"), ref("w"))], "tensors": {"w": torch.zeros(4)},
+         "tensor_patch": {"offset": 1 << 20}}, "error", "tensor offset"),
+    "a buffer that is not a memory file": (
+        {"nodes": [node("y", "aten.add.Tensor", ref("x"), ref("x"))], "fd_kind": "pipe"}, "error", "not a memory file"),
+    "a buffer shorter than announced": (
+        {"nodes": [node("y", "aten.add.Tensor", ref("x"), ref("x"))], "fd_kind": "short"}, "error", "not a memory file"),
+    "a description that is not JSON": (
+        {"nodes": [node("y", "aten.add.Tensor", ref("x"), ref("x"))], "raw": b"\x80\x04pickle"}, "error", "not JSON"),
+    "a name given twice": (
+        {"nodes": [node("x", "aten.add.Tensor", ref("x"), ref("x"))]}, "error", "twice"),
+    "getitem of something that has no items": (
+        {"nodes": [node("y", "aten.add.Tensor", ref("x"), ref("x")), node("z", "getitem", ref("y"), 5)]}, "error",
+        "no such item"),
+    "arguments nested too deeply": (
+        {"nodes": [node("y", "aten.cat.default", [[[[[[[[ref("x")]]]]]]]])]}, "error", "nested too deeply"),
+    "reflection padding through aten.pad": (
+        {"nodes": [node("y", "aten.pad.default", ref("x"), [1, 1], "reflect")]}, "disallowed_operation",
+        "aten.reflection_pad1d"),
+}
+
+
+@pytest.mark.parametrize("name", list(CRAFTED))
+def test_crafted_graph_is_refused(name):
+    kwargs, key, text = CRAFTED[name]
+    message = _invalid(**kwargs)
+    assert key in message and text in message[key], (name, message)
+
+
+def test_uninitialised_memory_never_reaches_the_graph():
+    """empty / empty_strided results are zeroed, gaps between their strides included."""
+    g = crafted([node("e", "aten.empty_strided.default", [2], [1000], dtype={"dtype": "float32"},
+                      device={"device": "cpu"}),
+                 node("v", "aten.as_strided.default", ref("e"), [1001], [1]),
+                 node("y", "aten.add.Tensor", ref("v"), 0.0)])
+    assert g.run(X.to(DEVICE)).abs().sum().item() == 0.0
+
+
+def test_a_crafted_graph_of_allowed_operators_runs():
+    """The format is not tied to torch.export: anything of allowed operators is a fair model."""
+    w = _x(4, 3)
+    g = crafted([node("t", "aten.mm.default", ref("x2"), ref("w")), node("r", "aten.relu.default", ref("t"))],
+                {"w": w}, input_name="x2")
+    x2 = _x(6, 4)
+    torch.testing.assert_close(g.run(x2.to(DEVICE)).cpu(), torch.relu(x2 @ w))
 
 
 # -- end to end: prepare.py and score.py as the workstation runs them ----------------------------
@@ -370,7 +512,8 @@ def prepared(tmp_path_factory):
     out = tmp_path_factory.mktemp("rmlm_assets")
     proc = subprocess.run([sys.executable, str(ENV / "prepare.py"), "--profile", "smoke", "--mode", "synthetic",
                            "--out", str(out), "--work", str(out / "work")],
-                          capture_output=True, text=True, timeout=300, cwd=ENV)
+                          capture_output=True, text=True, timeout=300, cwd=ENV,
+                          env={**os.environ, "RMLM_SECRET_SEED": PINNED_SECRET})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc.stdout
 
@@ -393,7 +536,8 @@ def _layout(base: Path, assets: Path, files: dict[str, str | Path]) -> tuple[Pat
 
 
 def _score(home: Path, protected: Path) -> dict:
-    env = {**os.environ, "REBENCH_HOME": str(home), "REBENCH_PROTECTED": str(protected), "REBENCH_PROFILE": "smoke"}
+    env = {**os.environ, "REBENCH_HOME": str(home), "REBENCH_PROTECTED": str(protected), "REBENCH_PROFILE": "smoke",
+           "REBENCH_SCORER_LIB": str(LIB)}
     env.pop("REBENCH_ISOLATED", None)
     proc = subprocess.run([sys.executable, str(protected / "score.py")], capture_output=True, text=True, env=env,
                           timeout=120, cwd=home)
@@ -419,6 +563,22 @@ def test_prepare_writes_the_assets(prepared):
     info = json.loads((out / "workspace" / "data_info.json").read_text())
     assert info["profile"] == "smoke" and info["mask_id"] == 50256 and info["vocab_size"] == 50257
     assert (out / "workspace" / "start_checkpoint.pt").is_file()
+    secret = json.loads((out / "protected" / "secret.json").read_text())
+    assert secret["pinned"] is True and isinstance(secret["val_seed"], int)
+    public = "".join(p.read_text() for p in (out / "workspace").glob("*.json"))
+    assert str(secret["val_seed"]) not in public and "seed" not in public  # the participant's assets hold no seed
+
+
+def test_prepare_draws_its_secrets_at_random(monkeypatch):
+    prepare = load_file("rmlm_prepare", ENV / "prepare.py")
+    monkeypatch.delenv("RMLM_SECRET_SEED", raising=False)
+    a, b = prepare.draw_secrets(), prepare.draw_secrets()
+    assert a["pinned"] is False and a["val_seed"] != b["val_seed"] and a["split_seed"] != b["split_seed"]
+    assert a["val_seed"] != a["val_sample_seed"] != a["split_seed"]
+    monkeypatch.setenv("RMLM_SECRET_SEED", "7")
+    assert prepare.draw_secrets() == prepare.draw_secrets()
+    score_py = (ENV / "protected" / "score.py").read_text()
+    assert "VAL_SEED" not in score_py and "271_828" not in score_py  # no seed constant in the scorer
 
 
 def test_prepare_from_pretokenized_source(prepared, tmp_path):
@@ -464,6 +624,32 @@ def test_prepare_reads_and_splits_documents(tmp_path):
     assert writer.full
 
 
+def test_prepare_holds_out_documents_chosen_by_its_secret(tmp_path):
+    """With prepare's generator, held-out documents are scattered through the stream, whole, and
+    which ones depends on the seed."""
+    import numpy as np
+
+    prepare = load_file("rmlm_prepare", ENV / "prepare.py")
+    docs = [np.array([i] * 9 + [50256], dtype=np.uint16) for i in range(1, 401)]
+    stream = np.concatenate(docs)
+
+    def held_out(seed: int) -> list[int]:
+        writer = prepare.SplitWriter(tmp_path / f"v{seed}.bin", tmp_path / f"t{seed}.bin", val=400, train=3600,
+                                     rng=np.random.default_rng(seed))
+        writer.add(stream[:1234])  # chunk borders inside documents are fine: documents end at 50256
+        writer.add(stream[1234:])
+        writer.close()
+        val = np.fromfile(tmp_path / f"v{seed}.bin", dtype=np.uint16)
+        train = np.fromfile(tmp_path / f"t{seed}.bin", dtype=np.uint16)
+        assert 0 < len(val) <= 410 and len(train) <= 3600
+        assert len(val) % 10 == 0 and (val[9::10] == 50256).all()  # whole documents only
+        return sorted(set(val[val != 50256].tolist()))
+
+    a, b = held_out(1), held_out(2)
+    assert 20 <= len(a) <= 41 and a != b
+    assert max(a) > 100  # not just the first documents
+
+
 def test_prepare_from_without_source_fails_clearly(tmp_path):
     proc = subprocess.run([sys.executable, str(ENV / "prepare.py"), "--profile", "smoke", "--mode", "from",
                            "--source", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"), "--work", str(tmp_path / "w")],
@@ -479,14 +665,16 @@ def test_starting_solution_scores_as_the_manifest_says(prepared, tmp_path):
     assert result["score"] == pytest.approx(math.log(result["message"]["loss"] - 1.5), abs=1e-3)
     assert result["message"]["execution_time"] > 0
     assert result["details"]["masked_tokens"] == 8 * 8 * 19
+    assert result["details"]["graph_nodes"] > 5 and result["details"]["parameters"] > 0
 
 
+@pytest.mark.timeout(1200)  # 400 training steps: 20 s on an idle 2-core machine, 600 s seen on a shared one
 def test_reference_solution_scores_better(prepared, tmp_path):
     files = {"model.py": ENV / "reference" / "model.py", "train.py": ENV / "solution" / "train.py",
              "train_reference.py": ENV / "reference" / "train_reference.py"}
     home, protected = _layout(tmp_path, prepared[0], files)
     proc = subprocess.run([sys.executable, str(home / "solution" / "train_reference.py")], capture_output=True, text=True,
-                          timeout=240, cwd=home / "solution")
+                          timeout=900, cwd=home / "solution")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = _score(home, protected)
     assert isinstance(result["score"], float), result
@@ -533,12 +721,47 @@ def get_trained_model():
 '''
 
 
+DATA_DEPENDENT_MODEL = '''
+import torch.nn as nn
+
+
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50257, 4)
+        self.head = nn.Linear(4, 50257)
+
+    def forward(self, ids):
+        if ids[0, 0] == 50256:  # reads a value of the input: not capturable
+            return self.head(self.emb(ids))
+        return self.head(self.emb(ids)) * 2
+
+
+def get_trained_model():
+    return Branchy()
+'''
+
+
 def test_forbidden_operation_scores_nan_and_names_it(prepared, tmp_path):
     home, protected = _layout(tmp_path, prepared[0], {"model.py": FORBIDDEN_MODEL})
     result = _score(home, protected)
     assert result["score"] == "NaN", result
-    assert "aten._softmax" in result["message"]["disallowed_operation"], result
-    assert "torch.nn.functional.softmax" in result["message"]["disallowed_operation"], result
+    assert "softmax" in result["message"]["disallowed_operation"], result
+    assert "model.py:14: h = F.softmax(self.emb(ids), dim=-1)" in result["message"]["disallowed_operation"], result
+
+
+def test_missing_secret_scores_nan_and_says_to_prepare_again(prepared, tmp_path):
+    home, protected = _layout(tmp_path, prepared[0], _starting_files())
+    (protected / "assets" / "secret.json").unlink()
+    result = _score(home, protected)
+    assert result["score"] == "NaN" and "prepare" in result["message"]["error"], result
+
+
+def test_model_that_cannot_be_captured_scores_nan_with_the_reason(prepared, tmp_path):
+    home, protected = _layout(tmp_path, prepared[0], {"model.py": DATA_DEPENDENT_MODEL})
+    result = _score(home, protected)
+    assert result["score"] == "NaN", result
+    assert "torch.export could not capture the forward pass" in result["message"]["error"], result
 
 
 def test_broken_solution_scores_nan_with_an_error(prepared, tmp_path):

@@ -1,4 +1,4 @@
-"""The rule enforcer of restricted_mlm: run a forward pass and reject every operation outside the rules.
+"""The rules of restricted_mlm's forward pass, as an allow-list of ATen operators.
 
 The rules allow linear and embedding layers, matrix products (matmul, @, einsum, mm, bmm), sums,
 addition (subtraction and negation count as addition), multiplication, ReLU, and operations that
@@ -7,56 +7,31 @@ constant, gather, dtype changes between float types). Everything else is rejecte
 exponentials and logarithms, powers and roots, softmax, normalisation layers, every other
 activation, comparisons, max/min/abs/clamp, random numbers, reading tensor values into Python.
 
-How it works (``with Enforcer(): out = model(ids)``), from the top down:
+Only the scorer uses this file, and only on a graph it runs itself (see graph.py): the
+participant's code never runs in the scorer's process, so nothing here has to resist being
+switched off. Two checks use the same allow-list:
 
-1. A ``TorchFunctionMode`` sees every call of the torch Python API: ``torch.*`` and
-   ``torch.nn.functional.*`` functions, tensor methods and the operators (``x / y`` arrives as
-   ``torch.Tensor.div``). It keeps the outermost call's name so that a rejection lower down can
-   say how the operation was reached, rejects calls that take tensor data out of torch
-   (``.numpy()``, ``.tolist()``, ``.data_ptr()``, storages, DLPack), and, as a second net, rejects
-   calls of forbidden functions by name even if nothing below stopped them.
-2. A ``TorchDispatchMode`` sees every ATen operator the call finally runs, after PyTorch has
-   decomposed composite functions (``nn.Linear`` becomes ``aten.t`` + ``aten.addmm``, ``einsum``
-   becomes permutes, views and ``aten.bmm``, ``nn.LayerNorm`` becomes ``aten.native_layer_norm``).
-   This is the authority: an ALLOW-list, so any operator not named below is rejected, including
-   custom operators and ones added to PyTorch later. A few allowed operators carry conditions
-   (no float-to-integer conversion, also not through ``sum(dtype=...)``; no bit reinterpretation;
-   ``embedding_bag`` only summing).
-   Tensor subclasses with their own ``__torch_dispatch__`` are rejected: their code would run
-   below this mode, unchecked.
-3. A profile hook (``sys.setprofile``) watches the calls made from Python while the forward pass
-   runs and rejects the known ways around 1 and 2: removing the modes from their stacks, excluding
-   the Python dispatch key, switching the hook off, replaying CUDA graphs, starting threads or
-   processes, exporting tensors through DLPack. The checks apply to calls made from the model's
-   own code (files outside torch, the standard library and the installed site-packages). While
-   the enforcer runs, torch._C's switches (DisableTorchFunction, _DisableTorchDispatch,
-   _ExcludeDispatchKeyGuard) are wrapped so the model's code cannot use them unnoticed, and
-   torch.compile and TorchScript's fusing executor are off (their kernels bypass the dispatcher).
+1. :func:`check_name` on every operator the participant's graph names, before anything runs
+   (an operator outside the list is never even looked up);
+2. :class:`Checker`, a ``TorchDispatchMode`` around the scorer's own execution of the graph, on
+   every ATen operator that actually runs, after PyTorch has decomposed composite operators
+   (``aten.linear`` becomes ``aten.t`` + ``aten.addmm``, ``aten.pad`` with ``mode="reflect"``
+   becomes ``aten.reflection_pad1d``, which is rejected), with the conditions some allowed
+   operators carry (no float-to-integer conversion, also not through ``sum(dtype=...)``; no bit
+   reinterpretation; ``embedding_bag`` only summing).
 
-Every rejection is recorded before it is raised, so a model that catches the exception is still
-rejected when the ``with`` block ends. The messages name the ATen operator and the Python call
-that reached it, e.g. ``aten.div.Tensor (x / y, division) via torch.Tensor.div``.
-
-What this is not: a sandbox against code written to defeat it. Code that, say, captures torch
-internals to run kernels without the dispatcher is breaking the rules in plain sight of anyone
-reading the solution; the enforcer's job is to make every ordinary route, and every accidental
-one, fail loudly with the operation named.
+The messages name the operator and why, e.g. ``aten.div.Tensor (x / y, division)``.
 """
 
 from __future__ import annotations
 
-import os
-import site
-import sys
-import sysconfig
-import threading
+import re
 from typing import Any, Callable
 
 import torch
-from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["DisallowedOperation", "Enforcer", "ALLOWED_ATEN", "check_aten"]
+__all__ = ["DisallowedOperation", "ALLOWED_ATEN", "check_aten", "check_name", "Checker"]
 
 
 class DisallowedOperation(RuntimeError):
@@ -141,6 +116,7 @@ _ATEN_HINTS = {
     "abs": "abs", "sign": "sign", "where": "where / masking", "masked_fill": "masked_fill (multiply by a 0/1 mask)",
     "gt": "comparison", "lt": "comparison", "ge": "comparison", "le": "comparison", "eq": "comparison",
     "ne": "comparison", "_local_scalar_dense": "reading a tensor value into Python: .item(), float(), bool(), if x:",
+    "item": "reading a tensor value into Python: .item(), float(), bool(), if x:", "square": "power (use x * x)",
     "is_nonzero": "reading a tensor value into Python: bool(x), if x:", "view": "reinterpreting bits with .view(dtype)",
     "uniform_": "random numbers", "normal_": "random numbers", "bernoulli_": "random numbers",
     "bernoulli": "random numbers", "randn": "random numbers", "rand": "random numbers", "randint": "random numbers",
@@ -266,284 +242,55 @@ def check_aten(func: Any, args: tuple = (), kwargs: dict | None = None) -> str |
         condition = _CONDITIONS.get(packet)
         problem = condition(args, kwargs or {}) if condition else None
         return None if problem is None else f"{full} ({problem})"
-    short = packet.split(".", 1)[-1]
+    hint = _hint(packet.split(".", 1)[-1])
+    return f"{full} ({hint})" if hint else full
+
+
+def _hint(short: str) -> str | None:
     hint = _ATEN_HINTS.get(short)
     if hint is None and "softmax" in short:
         hint = "softmax"
     elif hint is None and "attention" in short:
         hint = "attention (softmax)"
-    return f"{full} ({hint})" if hint else full
+    return hint
 
 
-# ---------------------------------------------------------------------------------------------
-# The Python API level
-# ---------------------------------------------------------------------------------------------
-# Tensor methods that hand tensor data to code outside torch (where no rule could be checked).
-DATA_ESCAPES = {
-    "numpy": "tensor data leaves torch", "tolist": "tensor data leaves torch", "item": "tensor value read into Python",
-    "__array__": "tensor data leaves torch (numpy)", "__array_wrap__": "tensor data leaves torch (numpy)",
-    "data_ptr": "raw memory access (custom kernels, ctypes, Triton)", "untyped_storage": "raw storage access",
-    "storage": "raw storage access", "_storage": "raw storage access", "_typed_storage": "raw storage access",
-    "__dlpack__": "tensor data leaves torch (DLPack)", "__cuda_array_interface__": "raw memory access",
-    "apply_": "applies a Python function to each element", "map_": "applies a Python function to each element",
-    "map2_": "applies a Python function to each element", "__reduce_ex__": "pickling a tensor",
-    "__setstate__": "unpickling into a tensor", "_to_dlpack": "tensor data leaves torch (DLPack)",
-    "to_dlpack": "tensor data leaves torch (DLPack)",
-}
-
-# Forbidden by name at the Python level: the second net below the ATen allow-list. Names are
-# compared after dropping a trailing "_" (in-place variants).
-FORBIDDEN_FUNCTIONS = frozenset("""
-div divide true_divide floor_divide remainder fmod reciprocal pow float_power square exp exp2 expm1 log log2 log10
-log1p logaddexp logaddexp2 logsumexp logcumsumexp sqrt rsqrt sigmoid logit tanh sinh cosh asinh acosh atanh sin cos
-tan asin acos atan atan2 arctan2 erf erfc erfinv softmax log_softmax softmin gelu silu mish elu selu celu softplus
-softsign softshrink hardshrink tanhshrink hardtanh hardswish hardsigmoid relu6 leaky_relu prelu rrelu glu logsigmoid
-threshold layer_norm group_norm batch_norm instance_norm rms_norm local_response_norm normalize cosine_similarity
-pairwise_distance cdist pdist norm dist renorm mean nanmean var std var_mean std_mean median nanmedian max min amax
-amin aminmax maximum minimum fmax fmin clamp clip clamp_min clamp_max abs absolute sign sgn round floor ceil trunc
-frac where masked_fill masked_scatter masked_select sort argsort topk kthvalue argmax argmin cummax cummin cumprod
-prod scaled_dot_product_attention multi_head_attention_forward eq ne lt le gt ge greater less equal not_equal
-greater_equal less_equal isnan isinf isfinite nan_to_num heaviside lerp addcdiv bilinear
-__truediv__ __rtruediv__ __itruediv__ __div__ __rdiv__ __idiv__ __floordiv__ __rfloordiv__ __ifloordiv__ __pow__
-__rpow__ __ipow__ __mod__ __rmod__ __imod__ __lt__ __le__ __gt__ __ge__ __eq__ __ne__ __abs__ __and__ __or__ __xor__
-__invert__ __lshift__ __rshift__ __rand__ __ror__ __rxor__ __iand__ __ior__ __ixor__ __ilshift__ __irshift__
-""".split())
-
-_OPERATOR_SPELLING = {
-    "div": "x / y", "true_divide": "x / y", "divide": "x / y", "__truediv__": "x / y", "__rtruediv__": "n / x",
-    "__rdiv__": "n / x", "__itruediv__": "x /= y", "floor_divide": "x // y", "__floordiv__": "x // y",
-    "__rfloordiv__": "n // x", "pow": "x ** y", "__pow__": "x ** y", "__rpow__": "n ** x", "__ipow__": "x **= y",
-    "remainder": "x % y", "__mod__": "x % y", "__rmod__": "n % x",
-}
+_NAME = re.compile(r"^([a-z_][a-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)$")
 
 
-def _describe(func: Any) -> str:
-    try:
-        name = resolve_name(func)
-    except Exception:  # noqa: BLE001 - only for the message
-        name = None
-    if not name:
-        mod = getattr(func, "__module__", None) or ""
-        name = f"{mod}.{getattr(func, '__qualname__', getattr(func, '__name__', repr(func)))}".lstrip(".")
-    return name
-
-
-def _base(name: str) -> str:
-    parts = name.split(".")
-    if parts[-1] == "__get__" and len(parts) > 1:
-        parts = parts[:-1]
-    return parts[-1]
-
-
-class _FunctionGuard(TorchFunctionMode):
-    def __init__(self, owner: "Enforcer") -> None:
-        super().__init__()
-        self.owner = owner
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        owner = self.owner
-        name = _describe(func)
-        base = _base(name)
-        if base in DATA_ESCAPES:
-            owner.reject(f"{name} ({DATA_ESCAPES[base]})")
-        stripped = base[:-1] if base.endswith("_") and not base.endswith("__") else base
-        owner.route.append(name)
-        try:
-            out = func(*args, **kwargs)
-        finally:
-            owner.route.pop()
-        if stripped in FORBIDDEN_FUNCTIONS:
-            spelled = _OPERATOR_SPELLING.get(stripped)
-            owner.reject(f"{name} ({spelled})" if spelled else name)
-        return out
+def check_name(name: str) -> str | None:
+    """The problem with an operator named in a graph (``"aten.add.Tensor"``), or None when the
+    allow-list has it. Only the name is judged: the conditions on arguments are checked when the
+    operator runs (:class:`Checker`)."""
+    m = _NAME.match(name) if isinstance(name, str) else None
+    if m is None:
+        return f"{str(name)[:120]!r} (not an operator name)"
+    ns, packet, _overload = m.groups()
+    if ns == "aten" and (name in ALLOWED_ATEN or f"aten.{packet}" in ALLOWED_ATEN):
+        return None
+    hint = _hint(packet) if ns == "aten" else None
+    return f"{name} ({hint})" if hint else name
 
 
 _PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__
 
 
-class _DispatchGuard(TorchDispatchMode):
-    def __init__(self, owner: "Enforcer") -> None:
+class Checker(TorchDispatchMode):
+    """``with Checker() as c: ...`` raises DisallowedOperation when an ATen operator outside the
+    rules runs (and lists it in ``c.violations``). ``c.ops_seen`` counts the operators that ran.
+    The scorer makes only plain tensors, so a tensor subclass here is rejected too."""
+
+    def __init__(self) -> None:
         super().__init__()
-        self.owner = owner
+        self.ops_seen = 0
+        self.violations: list[str] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        owner = self.owner
         custom = [t for t in types if getattr(t, "__torch_dispatch__", None) is not _PLAIN_DISPATCH]
-        if custom:  # the subclass's own __torch_dispatch__ would run below this mode, unchecked
-            owner.reject(f"tensor subclass {custom[0].__name__} with its own __torch_dispatch__ "
-                         "(its code runs outside the enforcer)")
-        problem = check_aten(func, args, kwargs)
-        if problem is not None:
-            route = owner.route[0] if owner.route else None
-            owner.reject(f"{problem} via {route}" if route else problem)
-        owner.ops_seen += 1
-        owner.in_handler += 1
-        try:
-            return func(*args, **kwargs)
-        finally:
-            owner.in_handler -= 1
-
-
-# Builtins that switch the enforcer off or move work out of its sight (checked by name).
-_MODE_TAMPERING = frozenset({
-    "_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack", "_pop_torch_function_stack",
-    "_push_on_torch_function_stack", "_set_dispatch_mode", "_unset_dispatch_mode", "_set_torch_function_mode",
-    "_dispatch_tls_set_dispatch_key_excluded", "_dispatch_tls_set_dispatch_key_included",
-    "_set_torch_dispatch_mode", "_disable_torch_function_impl", "_disabled_torch_function_impl",
-})
-_PROFILER_SWITCHES = frozenset({"setprofile", "settrace", "setprofile_all_threads", "settrace_all_threads"})
-_PROCESS_MODULES = ("posix", "nt", "os", "_thread", "_posixsubprocess")
-_PROCESS_AND_THREAD = frozenset({
-    "fork", "forkpty", "system", "posix_spawn", "posix_spawnp", "execv", "execve", "execl", "execvp", "execvpe",
-    "start_new_thread", "start_new", "start_joinable_thread", "fork_exec", "popen",
-})
-
-
-_THIS_FILE = os.path.abspath(__file__)
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-
-
-def _library_dirs() -> set[str]:
-    """Where installed code lives: the standard library and the system's site-packages (not the
-    user's ~/.local one, which the participant controls). Import hooks from these folders (such
-    as setuptools' distutils finder) run during torch's lazy imports while a mode is popped."""
-    paths = sysconfig.get_paths()
-    dirs = [paths.get("stdlib"), paths.get("platstdlib"), paths.get("purelib"), paths.get("platlib")]
-    try:
-        dirs += site.getsitepackages()
-    except AttributeError:  # old virtualenvs
-        pass
-    return {os.path.abspath(d) + os.sep for d in dirs if d}
-
-
-# "<frozen importlib...>" and "<string>": code generated by importlib and by torch
-_LIBRARY_PREFIXES = tuple({_TORCH_DIR, _THIS_FILE, "<"} | _library_dirs())
-# Context managers in torch._C that switch modes or the Python dispatch key off; while the
-# enforcer runs they are wrapped so that the model's own code cannot use them unnoticed.
-_GUARDED_SWITCHES = ("DisableTorchFunction", "_DisableTorchDispatch", "_ExcludeDispatchKeyGuard")
-
-
-def _is_model_code(filename: str) -> bool:
-    """Frames of the participant's code: anything but torch, installed libraries and this file."""
-    return not filename.startswith(_LIBRARY_PREFIXES)
-
-
-class Enforcer:
-    """``with Enforcer() as e: out = model(ids)`` raises DisallowedOperation on any rule break.
-
-    ``e.violations`` lists every rejection (the first is the one reported). One enforcer may be
-    entered many times (once per batch); violations accumulate.
-    """
-
-    def __init__(self) -> None:
-        self.violations: list[str] = []
-        self.route: list[str] = []
-        self.ops_seen = 0
-        self.in_handler = 0
-        self._saved_profile: Any = None
-        self._fn: _FunctionGuard | None = None
-        self._disp: _DispatchGuard | None = None
-        self._dispatch_depth = 0
-        self._thread = None
-        self._saved_dynamo: Any = None
-        self._saved_switches: dict[str, Any] = {}
-        self._saved_jit_optimize = True
-
-    # -- recording ----------------------------------------------------------------------------
-    def reject(self, operation: str) -> None:
-        self.note(operation)
-        raise DisallowedOperation(operation)
-
-    def note(self, operation: str) -> None:
-        if operation not in self.violations:
-            self.violations.append(operation)
-
-    # -- the profile hook ---------------------------------------------------------------------
-    def _profile(self, frame, event, arg):  # noqa: ANN001 - sys.setprofile's signature
-        if self.in_handler or (event != "call" and event != "c_call") or threading.get_ident() != self._thread:
-            return
-        # c_call: `frame` made the call; call: `frame` is the Python function being entered.
-        filename = frame.f_code.co_filename
-        if filename == _THIS_FILE:
-            return
-        if event == "c_call":
-            name = getattr(arg, "__name__", "")
-            owner = getattr(arg, "__self__", None)
-            if isinstance(owner, torch.Tensor) and name in DATA_ESCAPES:
-                self.note(f"torch.Tensor.{name} ({DATA_ESCAPES[name]})")
-            elif name in _MODE_TAMPERING and not filename.startswith(_TORCH_DIR):  # torch pops modes for handlers
-                self.note(f"torch._C.{name} (switching the enforcer's modes off)")
-            elif name in ("_to_dlpack", "to_dlpack", "_to_dlpack_versioned"):
-                self.note(f"{name} (tensor data leaves torch (DLPack))")
-            elif name in _PROFILER_SWITCHES and owner is sys:
-                self.note(f"sys.{name} (switching the enforcer's hook off)")
-            elif name in _PROCESS_AND_THREAD and getattr(owner, "__name__", "") in _PROCESS_MODULES:
-                self.note(f"{getattr(owner, '__name__', '')}.{name} (threads and processes run outside the enforcer)")
-            elif name == "replay" and "Graph" in type(owner).__name__:
-                self.note("CUDAGraph.replay (replaying a captured graph runs kernels outside the enforcer)")
-        # Whenever the model's own code calls a builtin, or one of its functions is entered, the
-        # modes must be in place. Torch's frames (and the standard library's) are not checked:
-        # they legitimately run while a mode is popped for its handler.
-        if _is_model_code(filename):
-            if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python):
-                self.note("torch._C._DisableTorchDispatch (the Python dispatch key was excluded)")
-            elif torch._C._len_torch_dispatch_stack() < self._dispatch_depth:
-                self.note("the enforcer's dispatch mode was removed from its stack")
-
-    def _guard_switch(self, name: str, original: Any) -> Callable[..., Any]:
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            if _is_model_code(sys._getframe(1).f_code.co_filename):
-                self.note(f"torch._C.{name} (switching the enforcer's modes off)")
-            return original(*args, **kwargs)
-
-        return guarded
-
-    # -- the context manager --------------------------------------------------------------------
-    def __enter__(self) -> "Enforcer":
-        self.route.clear()
-        self.in_handler = 0
-        self._thread = threading.get_ident()
-        dynamo_config = sys.modules.get("torch._dynamo.config")
-        if dynamo_config is not None:  # compiled code would run kernels the modes never see
-            self._saved_dynamo = getattr(dynamo_config, "disable", None)
-            dynamo_config.disable = True
-        self._fn = _FunctionGuard(self)
-        self._disp = _DispatchGuard(self)
-        self._fn.__enter__()
-        self._disp.__enter__()
-        self._dispatch_depth = torch._C._len_torch_dispatch_stack()
-        # TorchScript's optimizing executor fuses ops into kernels that bypass the dispatcher.
-        self._saved_jit_optimize = torch._C._get_graph_executor_optimize()
-        torch._C._set_graph_executor_optimize(False)
-        self._saved_switches = {n: getattr(torch._C, n) for n in _GUARDED_SWITCHES if hasattr(torch._C, n)}
-        for n, original in self._saved_switches.items():
-            setattr(torch._C, n, self._guard_switch(n, original))
-        self._saved_profile = sys.getprofile()
-        sys.setprofile(self._profile)
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        hook = sys.getprofile()
-        sys.setprofile(self._saved_profile)
-        for n, original in self._saved_switches.items():
-            setattr(torch._C, n, original)
-        torch._C._set_graph_executor_optimize(self._saved_jit_optimize)
-        if hook != self._profile:  # a bound method: equal, not identical
-            self.note("sys.setprofile (the enforcer's hook was replaced)")
-        if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python):
-            self.note("torch._C._DisableTorchDispatch (the Python dispatch key was left excluded)")
-        for guard in (self._disp, self._fn):
-            try:
-                guard.__exit__(None, None, None)  # type: ignore[union-attr]
-            except Exception:  # noqa: BLE001 - a stack the model changed
-                self.note("the enforcer's modes were changed during the forward pass")
-        dynamo_config = sys.modules.get("torch._dynamo.config")
-        if dynamo_config is not None and self._saved_dynamo is not None:
-            dynamo_config.disable = self._saved_dynamo
-        if self.violations:
-            if isinstance(exc, DisallowedOperation) and exc.operation == self.violations[0]:
-                return False
-            raise DisallowedOperation(self.violations[0]) from exc
-        return False
+        problem = f"tensor subclass {custom[0].__name__}" if custom else check_aten(func, args, kwargs)
+        if problem is not None:  # recorded too: the caller checks `violations` after the block
+            self.violations.append(problem)
+            raise DisallowedOperation(problem)
+        self.ops_seen += 1
+        return func(*args, **kwargs)

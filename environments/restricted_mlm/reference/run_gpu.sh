@@ -10,13 +10,15 @@
 #   3. the gpu scorer on the starting solution, twice (JSON line, wall time, peak GPU memory in
 #      the details: peak_gpu_memory_gib)
 #   4. the gpu scorer on the reference architecture with untrained weights (checks that its
-#      operations pass the enforcer on CUDA; its score means nothing) and on a model that uses
-#      softmax (must be NaN with disallowed_operation)
-#   5. the enforcer's unit tests on CUDA tensors, if pytest is installed
+#      captured graph passes the checks and runs on CUDA; its score means nothing), on a model
+#      that uses softmax (must be NaN with disallowed_operation) and on three hostile solutions
+#      of reference/hostile/ (memoize: the start score; patch_enforcer and stateful_graph: NaN)
+#   5. the graph checks' unit tests with the graphs run on CUDA, if pytest is installed
 # Everything is also written to $OUT (default /tmp/rm_out). RMLM_PROFILE=smoke runs the same
 # steps on the CPU with the smoke profile (how this script was checked without a GPU).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
+export REBENCH_SCORER_LIB=$PWD/rebench_tui/runtime/lib  # the scorer's helper package (in a container: /opt/rebench/lib)
 PROFILE=${RMLM_PROFILE:-gpu}
 PY=${PYTHON:-python3}
 ENV_DIR=environments/restricted_mlm
@@ -24,7 +26,7 @@ OUT=${OUT:-/tmp/rm_out}
 PREP=/tmp/rm_prep HOME_DIR=/tmp/rm_home PROT=/tmp/rm_prot
 mkdir -p "$OUT"
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-rm -rf "$PREP" /tmp/rm_work "$HOME_DIR" "$PROT" /tmp/rm_ref_home /tmp/rm_bad_home
+rm -rf "$PREP" /tmp/rm_work "$HOME_DIR" "$PROT" /tmp/rm_ref_home /tmp/rm_bad_home /tmp/rm_hostile_*
 T0=$(date +%s)
 {
 date -u
@@ -80,13 +82,22 @@ def get_trained_model():
     return model
 EOF
 { score reference_untrained /tmp/rm_ref_home; score softmax_model /tmp/rm_bad_home; } 2>&1 | tee "$OUT/scorer_other.log"
+for name in memoize patch_enforcer stateful_graph; do
+  mkdir -p /tmp/rm_hostile_$name/solution
+  cp -r "$PREP/workspace" /tmp/rm_hostile_$name/assets
+  cp "$ENV_DIR/solution/model.py" /tmp/rm_hostile_$name/solution/_start.py
+  cp "$ENV_DIR/reference/hostile/$name.py" /tmp/rm_hostile_$name/solution/model.py
+  score "hostile_$name" /tmp/rm_hostile_$name
+done 2>&1 | tee "$OUT/scorer_hostile.log"
 
-echo "== 5. enforcer unit tests on $([ "$PROFILE" = smoke ] && echo cpu || echo cuda)"
+echo "== 5. graph unit tests on $([ "$PROFILE" = smoke ] && echo cpu || echo cuda)"
 if $PY -c "import pytest" 2>/dev/null; then
   RMLM_TEST_DEVICE=$([ "$PROFILE" = smoke ] && echo cpu || echo cuda) timeout 300 $PY -m pytest -q -p no:cacheprovider \
-    tests/unit/test_env_restricted_mlm.py -k "enforcer" 2>&1 | tail -n 15 | tee "$OUT/enforcer_tests.log"
+    --noconftest tests/unit/test_env_restricted_mlm.py \
+    -k "forbidden or permitted or crafted or uninitialised or pure or message or allow_list" 2>&1 | tail -n 15 \
+    | tee "$OUT/graph_tests.log"
 else
-  echo "pytest is not installed: skipped" | tee "$OUT/enforcer_tests.log"
+  echo "pytest is not installed: skipped" | tee "$OUT/graph_tests.log"
 fi
 date -u
 echo "total: $(( $(date +%s) - T0 )) s"
