@@ -1,13 +1,19 @@
 """Builds fix_embedding's assets (see environments/README.md for the command line).
 
 workspace/ (the participant's, read-only at /home/agent/assets):
-    large_model.pth          the large model with its token-embedding rows permuted (fixed seed)
+    large_model.pth          the large model with its token-embedding rows permuted
     small_correct_model.pth  a small model of the same tokenizer, uncorrupted
     train.bin                training tokens (uint16)
 protected/ (held out, /protected/assets):
     val.bin                  validation tokens (uint16), never shown to the participant
     config.json              the architecture the scorer loads submissions into
-    facts.json               how the assets were made (losses measured here, seed, sources)
+    secret.json              what decides the score: the permutation, the scorer's evaluation seed
+                             and (synthetic) the corpus and training seeds
+    facts.json               how the assets were made (losses measured here, sources)
+
+Every secret is drawn here, at prepare time, from the operating system's random source
+(``secrets``): nothing in the repository reproduces the permutation, the evaluation batches or
+(smoke) the synthetic corpus and its models. They are written only under protected/.
 
 Modes: fetch (Hugging Face hub gpt2-xl and gpt2, OpenWebText via `datasets`, tokenized with
 tiktoken's GPT-2 encoding), from (the same from local files: SOURCE/gpt2-xl/ and SOURCE/gpt2/
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -33,7 +40,6 @@ sys.path.insert(0, str(HERE / "solution"))
 from data import batch, load_tokens  # noqa: E402
 from model import GPT, GPTConfig, save_checkpoint  # noqa: E402
 
-PERMUTATION_SEED = 20_240_915
 LARGE_GPU = GPTConfig(vocab_size=50257, block_size=1024, n_layer=48, n_head=25, n_embd=1600)  # GPT-2 XL shape
 SMALL_GPU = GPTConfig(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768)  # GPT-2 small shape
 LARGE_SMOKE = GPTConfig(vocab_size=256, block_size=64, n_layer=2, n_head=2, n_embd=64)
@@ -51,11 +57,24 @@ def fail(msg: str) -> None:
     sys.exit(1)
 
 
-def permute_embedding(model: GPT) -> GPT:
-    gen = torch.Generator().manual_seed(PERMUTATION_SEED)
-    perm = torch.randperm(model.cfg.vocab_size, generator=gen)
+def fresh_seed() -> int:
+    """A seed from the operating system's random source (never a constant in the repository)."""
+    return secrets.randbits(63)
+
+
+def draw_secret() -> dict:
+    """The score-deciding secrets, drawn now (the permutation itself is drawn in permute_embedding)."""
+    return {"eval_seed": fresh_seed()}
+
+
+def permute_embedding(model: GPT, secret: dict) -> GPT:
+    """Shuffles the token-embedding rows (the tied output layer with them): afterwards row i holds
+    the original row perm[i]. The permutation is kept in ``secret`` (written under protected/)."""
+    rng = np.random.default_rng(secrets.randbits(128))
+    perm = torch.from_numpy(rng.permutation(model.cfg.vocab_size))
     with torch.no_grad():
         model.wte.weight.copy_(model.wte.weight[perm])
+    secret["permutation"] = perm.tolist()
     return model
 
 
@@ -104,32 +123,36 @@ def eval_loss(model: GPT, tokens: np.ndarray, batches: int = 20) -> float:
 
 def build_synthetic(profile: str, out: Path) -> dict:
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    secret = draw_secret()
+    # The corpus (validation split included) and both models come from fresh seeds too: with fixed
+    # ones, anyone with this file could regenerate the held-out text or the uncorrupted model.
+    secret.update(corpus_seed=fresh_seed(), large_seed=fresh_seed(), small_seed=fresh_seed())
     if profile == "smoke":
         large_cfg, small_cfg = LARGE_SMOKE, SMALL_SMOKE
         progress(0, 1, "generating the synthetic corpus")
-        corpus = synthetic_corpus(1_200_000, large_cfg.vocab_size, seed=7)
+        corpus = synthetic_corpus(1_200_000, large_cfg.vocab_size, seed=secret["corpus_seed"])
         train, val = corpus[:1_000_000], corpus[1_000_000:]
-        large = train_tiny(large_cfg, train, 600, "large", seed=1)
-        small = train_tiny(small_cfg, train, 300, "small", seed=2)
+        large = train_tiny(large_cfg, train, 600, "large", seed=secret["large_seed"])
+        small = train_tiny(small_cfg, train, 300, "small", seed=secret["small_seed"])
         facts = {"uncorrupted_val_loss": eval_loss(large, val), "small_val_loss": eval_loss(small, val)}
     else:  # full-size shapes, random weights: for measuring the scorer where the hub cannot be reached
         large_cfg, small_cfg = LARGE_GPU, SMALL_GPU
-        rng = np.random.default_rng(7)
+        rng = np.random.default_rng(secret["corpus_seed"])
         progress(0, 3, "random tokens")
         train = rng.integers(0, large_cfg.vocab_size, 20_000_000)
         val = rng.integers(0, large_cfg.vocab_size, 2_000_000)
         progress(1, 3, "random-init GPT-2 XL shape (1.5B parameters)")
-        torch.manual_seed(1)
+        torch.manual_seed(secret["large_seed"])
         large = GPT(large_cfg)
         progress(2, 3, "random-init GPT-2 small shape")
         small = GPT(small_cfg)
         facts = {"note": "random weights and random tokens: only for timing the scorer"}
     write_tokens(out / "workspace" / "train.bin", train)
     write_tokens(out / "protected" / "val.bin", val)
-    permute_embedding(large)
+    permute_embedding(large, secret)
     if profile == "smoke":
         facts["corrupted_val_loss"] = eval_loss(large, val)
-    return finish(out, large, small, facts)
+    return finish(out, large, small, facts, secret)
 
 
 # -- real assets ----------------------------------------------------------------------------
@@ -268,18 +291,22 @@ def build_real(mode: str, out: Path, work: Path, source: Path | None) -> dict:
         fail(f"the two models' vocabularies differ: {large.cfg.vocab_size} vs {small.cfg.vocab_size}")
     for src, dest in ((train, out / "workspace" / "train.bin"), (val, out / "protected" / "val.bin")):
         os.link(src, dest) if src.stat().st_dev == dest.parent.stat().st_dev else dest.write_bytes(src.read_bytes())
-    permute_embedding(large)
-    return finish(out, large, small, {"sources": {"large": str(large_dir), "small": str(small_dir)}})
+    secret = draw_secret()
+    permute_embedding(large, secret)
+    return finish(out, large, small, {"sources": {"large": str(large_dir), "small": str(small_dir)}}, secret)
 
 
-def finish(out: Path, large: GPT, small: GPT, facts: dict) -> dict:
+def finish(out: Path, large: GPT, small: GPT, facts: dict, secret: dict) -> dict:
     progress(0, 2, "saving the corrupted large model")
     save_checkpoint(large, str(out / "workspace" / "large_model.pth"))
     progress(1, 2, "saving the small model")
     save_checkpoint(small, str(out / "workspace" / "small_correct_model.pth"))
     cfg = large.cfg.__dict__
     (out / "protected" / "config.json").write_text(json.dumps(cfg, indent=2))
-    facts = {**facts, "permutation_seed": PERMUTATION_SEED, "large_config": cfg, "small_config": small.cfg.__dict__,
+    secret = {**secret, "note": "drawn at prepare time from the OS random source; row i of large_model.pth's "
+                                "token embedding is row permutation[i] of the uncorrupted model's"}
+    (out / "protected" / "secret.json").write_text(json.dumps(secret))
+    facts = {**facts, "large_config": cfg, "small_config": small.cfg.__dict__, "secrets": "secret.json",
              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (out / "protected" / "facts.json").write_text(json.dumps(facts, indent=2))
     progress(2, 2, "done")

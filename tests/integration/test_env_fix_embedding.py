@@ -15,7 +15,11 @@ from rebench_tui.session import Session
 from tests.conftest import ROOT
 
 ENV_DIR = ROOT / "environments" / "fix_embedding"
-TOLERANCE = 0.01  # the smoke assets and evaluation are seeded; this covers float differences across machines
+# Every prepare draws a fresh corpus, models, permutation and evaluation seed (prepare.py), so the
+# smoke start and reference scores move from one prepare to the next: the tolerances come from the
+# spread measured by reference/spread.sh (see the manifest's `measured` note).
+START_TOLERANCE = 0.03
+REFERENCE_TOLERANCE = 0.06
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +30,8 @@ def smoke_assets():
 
     env = load_catalog(ROOT / "environments", KNOWN_IMAGES).get("fix_embedding")
     store = AssetStore(Settings().cache_dir)
-    store.prepare(env, "smoke", "synthetic")  # a no-op where scripts/engine prepared them already
+    stale = not (store.folder("fix_embedding", "smoke") / "protected" / "secret.json").is_file()  # made before secrets were drawn
+    store.prepare(env, "smoke", "synthetic", force=stale)  # a no-op where scripts/engine prepared them already
     return store
 
 
@@ -37,7 +42,7 @@ def test_smoke_scores_start_fix_reference_and_bad_files(catalog, docker_runtime,
     s = Session.create(env, "smoke", docker_runtime, settings.sessions, asset_store=smoke_assets)
     try:
         start = s.score()
-        assert abs(start.score - prof.start_score) < TOLERANCE, start
+        assert abs(start.score - prof.start_score) < START_TOLERANCE, start
         assert "corrupted" in start.message["note"]
         # a participant's fix: retrain only the tied embedding, as agent, inside the container
         r = s.sandbox.exec(["python3", "train.py", "--train-only", "wte", "--steps", "300", "--lr", "3e-2", "--batch", "16",
@@ -45,12 +50,20 @@ def test_smoke_scores_start_fix_reference_and_bad_files(catalog, docker_runtime,
         assert r.exit_code == 0, r.stderr[-2000:]
         fixed = s.score()
         assert fixed.valid and fixed.score < start.score - 1.0, fixed
-        # the reference fix reaches the smoke profile's recorded reference score
+        # the reference fix (from the participant's files only) recovers the permutation prepare drew
+        # and reaches the smoke profile's recorded reference score
         folder = smoke_assets.folder("fix_embedding", "smoke")
         subprocess.run([sys.executable, str(ENV_DIR / "reference" / "unpermute.py"), str(folder / "workspace" / "large_model.pth"),
-                        str(s.workspace / "fixed_model.pth")], check=True, capture_output=True)
+                        str(s.workspace / "fixed_model.pth")], check=True, capture_output=True, timeout=900)
+        perm = torch.tensor(json.loads((folder / "protected" / "secret.json").read_text())["permutation"])
+        corrupted = torch.load(folder / "workspace" / "large_model.pth", weights_only=True)["state_dict"]["wte.weight"]
+        original = torch.empty_like(corrupted)
+        original[perm] = corrupted
+        fixed_wte = torch.load(s.workspace / "fixed_model.pth", weights_only=True)["state_dict"]["wte.weight"]
+        assert torch.equal(fixed_wte, original)
         ref = s.score()
-        assert abs(ref.score - prof.reference_score) < TOLERANCE and ref.normalized == pytest.approx(1, abs=0.01)
+        assert abs(ref.score - prof.reference_score) < REFERENCE_TOLERANCE, ref
+        assert ref.score < fixed.score <= start.score - 1.0
         (s.workspace / "fixed_model.pth").write_bytes(b"not a checkpoint")
         bad = s.score()
         assert math.isnan(bad.score) and "could not load" in bad.message["error"]
@@ -108,12 +121,18 @@ def test_from_local_downloads_converts_hugging_face_checkpoints(catalog, tmp_pat
     st = store.prepare(env, "gpu", "from", source=src)
     assert st.ready and st.mode == "from"
     corrupted = load_checkpoint(str(st.folder / "workspace" / "large_model.pth"))
-    restored = tmp_path / "restored.pth"
-    subprocess.run([sys.executable, str(ENV_DIR / "reference" / "unpermute.py"), str(st.folder / "workspace" / "large_model.pth"),
-                    str(restored)], check=True, capture_output=True)
-    back = load_checkpoint(str(restored))
+    # the permutation prepare drew is kept under protected/ only: undone with it, the conversion
+    # round-trips exactly
+    secret = json.loads((st.folder / "protected" / "secret.json").read_text())
+    perm = torch.tensor(secret["permutation"])
+    assert sorted(perm.tolist()) == list(range(300)) and isinstance(secret["eval_seed"], int)
+    assert not any("secret" in p.name for p in (st.folder / "workspace").iterdir())
+    back = corrupted.state_dict()
+    back["wte.weight"] = torch.empty_like(back["wte.weight"]).index_copy_(0, perm, back["wte.weight"])
     for key, value in large.state_dict().items():
-        assert torch.equal(back.state_dict()[key], value), key  # conversion and permutation round-trip exactly
+        assert torch.equal(back[key], value), key
     assert not torch.equal(corrupted.wte.weight, large.wte.weight)
+    again = store.prepare(env, "gpu", "from", source=src, force=True)  # a fresh draw each time
+    assert json.loads((again.folder / "protected" / "secret.json").read_text())["permutation"] != secret["permutation"]
     assert json.loads((st.folder / "protected" / "config.json").read_text())["n_embd"] == 16
     assert (st.folder / "protected" / "val.bin").read_bytes() == (src / "val.bin").read_bytes()

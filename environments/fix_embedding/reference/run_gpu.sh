@@ -3,11 +3,14 @@
 # `prepare.py --profile gpu --mode synthetic` (GPT-2 XL and GPT-2 shapes, random weights, random
 # tokens: the hub cannot be reached there), laid out as the container would see them. Prints the
 # scorer's JSON line with its load/eval times and peak GPU memory, for the starting (corrupted)
-# model and for a fixed_model.pth. Run from the repository root. About 3 minutes.
+# model and for a fixed_model.pth (a copy of it: the same loading path as any submission). The
+# loader process runs as the owner of the home (here the current user). Run from the repository
+# root. About 3 minutes.
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 E=environments/fix_embedding
 W=${W:-/tmp/fe_gpu}
+export REBENCH_SCORER_LIB=$(pwd)/rebench_tui/runtime/lib
 rm -rf "$W"; mkdir -p "$W/out" "$W/work" "$W/home" "$W/prot"
 date -u
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
@@ -20,5 +23,5 @@ cp -r "$E/protected/." "$W/prot/"; cp -r "$E/solution" "$W/prot/starting_solutio
 score() { REBENCH_HOME="$W/home" REBENCH_PROTECTED="$W/prot" REBENCH_PROFILE=gpu python3 "$W/prot/score.py"; }
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 for i in 1 2; do t0=$(date +%s%N); echo "start run $i: $(score)"; echo "wall $(ms $t0) ms"; done
-python3 "$E/reference/unpermute.py" "$W/out/workspace/large_model.pth" "$W/home/fixed_model.pth"
+cp "$W/out/workspace/large_model.pth" "$W/home/fixed_model.pth"
 t0=$(date +%s%N); echo "fixed-model run: $(score)"; echo "wall $(ms $t0) ms"
