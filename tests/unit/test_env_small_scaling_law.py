@@ -22,6 +22,8 @@ from tests.conftest import ROOT
 from tests.modules import load_file
 
 ENV = ROOT / "environments" / "small_scaling_law"
+SCORER_LIB = ROOT / "rebench_tui" / "runtime" / "lib"
+os.environ.setdefault("REBENCH_SCORER_LIB", str(SCORER_LIB))  # score.py imports rebench_scorer at its top
 MANIFEST = tomllib.loads((ENV / "environment.toml").read_text())
 # The table's losses are bit-for-bit repeatable on one machine; on another CPU (other BLAS
 # kernels, other rounding) the training runs drift apart. The starting answer's score is
@@ -165,6 +167,78 @@ def test_malformed_answers_are_nan_with_an_error(scored, answer, fragment):
     assert fragment in message["error"]
 
 
+@pytest.mark.parametrize("text,fragment", [
+    ('{"n_embd": 22, "max_iters": 4000, "loss_prediction": 1e999}', "must be finite"),
+    ('{"n_embd": 22, "max_iters": 4000, "loss_prediction": -Infinity}', "must be finite"),
+    ('{"n_embd": 1%s, "max_iters": 4000, "loss_prediction": 1.4}' % ("0" * 400), "must be finite"),
+    ('{"n_embd": 1%s, "max_iters": 4000, "loss_prediction": 1.4}' % ("0" * 5000), "not valid JSON"),
+    ('{"n_embd": 22, "max_iters": 1e300, "loss_prediction": 1.4}', "at most"),
+    ('{"n_embd": 4194304, "max_iters": 1, "loss_prediction": 1.4}', "at most"),
+    ('{"n_embd": 22, "max_iters": 4000, "loss_prediction": 9.0, "loss_prediction": 1.4}', "more than once"),
+    ('{"n_embd": 22, "max_iters": 4000, "loss_prediction": {"value": 1.4}}', "must be a number"),
+    ('{"n_embd": [22], "max_iters": 4000, "loss_prediction": 1.4}', "must be a number"),
+    ("[" * 100_000, "100000 bytes"),  # over the size cap: refused before any parsing
+    ("[" * 50_000, "not valid JSON"),  # nesting deeper than the parser's recursion
+    (b'{"n_embd": 22, "max_iters": 4000, "loss_prediction": 1.4, "x": "\xff\xfe"}', "not valid JSON"),
+])
+def test_hostile_answers_are_nan_with_an_error(scored, tmp_path, text, fragment):
+    path = tmp_path / "answer_smoke.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    s, message, _ = score.score_answer(str(path), str(tmp_path / "ground_truth.json"), "smoke")
+    assert math.isnan(s) and fragment in message["error"], message
+    assert len(message["error"]) < 400
+
+
+def test_links_fifos_and_huge_files_are_refused_unread(scored, tmp_path):
+    table = tmp_path / "ground_truth.json"
+    home = tmp_path / "home"
+    (home / "solution").mkdir(parents=True)
+    answer = home / "solution" / "answer_smoke.json"
+
+    def run():
+        return score.score_answer(str(answer), str(table), "smoke", str(home))
+
+    answer.write_text(json.dumps({"n_embd": 22, "max_iters": 4000, "loss_prediction": 1.4}))
+    assert run()[0] == pytest.approx(1.0)
+    secret = tmp_path / "secret.json"  # stands for /protected/assets/...: valid JSON the scorer can read
+    secret.write_text(json.dumps({"n_embd": 22, "max_iters": 4000, "loss_prediction": 1.4}))
+    answer.unlink()
+    answer.symlink_to(secret)
+    s, message, _ = run()
+    assert math.isnan(s) and "symbolic link" in message["error"], message
+    answer.unlink()
+    (home / "solution").rmdir()
+    (home / "solution").symlink_to(tmp_path, target_is_directory=True)  # the folder itself is a link
+    (tmp_path / "answer_smoke.json").write_text(secret.read_text())
+    s, message, _ = run()
+    assert math.isnan(s) and "solution is a symbolic link" in message["error"], message
+    (home / "solution").unlink()
+    (home / "solution").mkdir()
+    os.mkfifo(answer)  # would block a reader that waits for a writer
+    s, message, _ = run()
+    assert math.isnan(s) and "not a regular file" in message["error"], message
+    answer.unlink()
+    with open(answer, "wb") as fh:
+        fh.truncate(10 << 30)  # 10 GiB, sparse: refused by its size, never read
+    s, message, _ = run()
+    assert math.isnan(s) and "bytes" in message["error"], message
+
+
+def test_the_scorer_emits_one_result_line(tmp_path):
+    home, protected = tmp_path / "home", tmp_path / "protected"
+    (home / "solution").mkdir(parents=True)
+    (protected / "assets").mkdir(parents=True)
+    (protected / "assets" / "ground_truth.json").write_text(json.dumps(TABLE))
+    (home / "solution" / "answer_smoke.json").write_text(json.dumps({"n_embd": 22, "max_iters": 4000, "loss_prediction": 1.43}))
+    proc = subprocess.run([sys.executable, str(ENV / "protected" / "score.py")], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "REBENCH_HOME": str(home), "REBENCH_PROTECTED": str(protected),
+                               "REBENCH_PROFILE": "smoke", "REBENCH_SCORER_LIB": str(SCORER_LIB)})
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 0 and len(lines) == 1, (proc.stdout, proc.stderr)
+    line = json.loads(lines[0])
+    assert line["score"] == pytest.approx(0.97) and line["details"]["scorer_sha256"]
+
+
 def test_integral_floats_are_accepted(scored):
     s, _, _ = scored({"n_embd": 22.0, "max_iters": 4000.0, "loss_prediction": 1.4})
     assert s == pytest.approx(1.0)
@@ -201,7 +275,7 @@ def _score_file(tmp_path: Path, assets: Path, answer: Path) -> dict:
         (protected / "assets").symlink_to(assets / "protected", target_is_directory=True)
     proc = subprocess.run([sys.executable, str(ENV / "protected" / "score.py")], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "REBENCH_HOME": str(home), "REBENCH_PROTECTED": str(protected),
-                               "REBENCH_PROFILE": "smoke", "SCALING_PROFILE": "smoke"})
+                               "REBENCH_PROFILE": "smoke", "SCALING_PROFILE": "smoke", "REBENCH_SCORER_LIB": str(SCORER_LIB)})
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -55,7 +55,7 @@ cp $ENV_DIR/solution/answer.json $ENV_DIR/solution/answer_smoke.json "$WORK/home
 ln -sfn "$WORK/assets/protected" "$WORK/protected/assets"
 TIMEFORMAT="scorer: %R s"
 for i in 1 2; do
-  time env REBENCH_HOME="$WORK/home" REBENCH_PROTECTED="$WORK/protected" \
+  time env REBENCH_HOME="$WORK/home" REBENCH_PROTECTED="$WORK/protected" REBENCH_SCORER_LIB="$(pwd)/rebench_tui/runtime/lib" \
     REBENCH_PROFILE=$PROFILE SCALING_PROFILE=$PROFILE timeout 60 $PY $ENV_DIR/protected/score.py
 done 2>&1 | tee "$OUT/scorer.log"
 date -u
