@@ -20,12 +20,12 @@ random positions of every output (so a worker that says "done" before its kernel
 gains nothing: the check fails until they have). Then, outside the clock, every element of every
 output is compared. The score is ln of the median over timed batches of (batch time / K), in
 milliseconds. The per-batch cost of the hand-over (a request, a reply, opening K output buffers
-and one gather) is part of the time. Measured on an H200 (reference/device_logs/
-2026-12-03-h200-harness_gpu-broker.log, same run): starting solution 4.19-4.23 ms a call here vs
-3.83 ms in-process with CUDA events; reference kernel 0.73-0.76 ms vs 0.42-0.48 ms. That is about
-3.5 ms a batch of 10 calls (0.35 ms a call), mostly opening freshly shared output buffers: more
-than the 5% the in-process figure allows, and the next thing to cut (reuse output buffers across
-batches, so their handles are opened once).
+and one gather) is part of the time. Measured on an H200 with the default ``torch`` IPC mode
+(reference/device_logs/2026-12-03-h200-harness_gpu-broker.log, same run): starting solution
+4.19-4.23 ms a call here vs 3.83 ms in-process with CUDA events; reference kernel 0.73-0.76 ms vs
+0.42-0.48 ms. That is about 3.5 ms a batch of 10 calls (0.35 ms a call), mostly opening freshly
+shared output buffers: more than the 5% the in-process figure allows. The ``driver`` modes
+(IPC_MODES below) keep mappings across batches to cut it; they have not run on a GPU yet.
 """
 
 from __future__ import annotations
@@ -40,13 +40,14 @@ import math  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
-from rebench_scorer import arrays, participant  # noqa: E402
+from rebench_scorer import arrays, cuda_ipc, participant  # noqa: E402
 from rebench_scorer.channel import ChannelError  # noqa: E402
 
 PROFILES = {
     # n: elements per call; k: calls per batch (each its own input); warmup/timed: batches;
     # samples: secret positions read per output to stop the clock; budget_s: everything after import
-    "gpu": {"n": 100_000_000, "k": 10, "warmup": 1, "timed": 5, "samples": 4096, "budget_s": 120, "import_s": 120},
+    "gpu": {"n": 100_000_000, "k": 10, "warmup": 1, "timed": 5, "samples": 4096, "budget_s": 120, "import_s": 120,
+            "ipc": "torch"},
     "smoke": {"n": 16_384, "k": 2, "warmup": 0, "timed": 3, "samples": 256, "budget_s": 150, "import_s": 90},
 }
 CHECK_N = 1024
@@ -80,11 +81,14 @@ def first_difference(out, expected) -> int | None:
 class Harness:
     """This side of the exchange with the worker."""
 
-    def __init__(self, worker: participant.Participant, device: str, gen, deadline: float) -> None:
+    def __init__(self, worker: participant.Participant, device: str, gen, deadline: float, ipc: str = "torch") -> None:
         self.worker = worker
         self.device = device
         self.gen = gen
         self.deadline = deadline
+        self.ipc = ipc  # on a GPU: one of IPC_MODES
+        self.inputs: dict = {}
+        self.opener = cuda_ipc.Opener(device=0) if device == "cuda" and ipc != "torch" else None
 
     def _recv(self) -> dict:
         """The worker's next message. Its process ending is an answer too (children it left may
@@ -116,7 +120,13 @@ class Harness:
         pos = torch.randint(0, n, (k, samples), device=self.device, generator=self.gen)
         want = torch.gather(expected, 1, pos)
         if self.device == "cuda":
-            desc = arrays.share_cuda(x, reader_uid=self.worker.who.uid)
+            if self.ipc == "torch":
+                desc = arrays.share_cuda(x, reader_uid=self.worker.who.uid)
+            else:
+                buf = self._input_buffer(k, n)
+                buf.tensor.copy_(x)  # expected came from this process's own x: what the worker does to buf changes nothing
+                desc = buf.desc
+                del x
             torch.cuda.synchronize()
             started = time.perf_counter()
             self.worker.channel.send({"op": "run", "k": k, "n": n, "input": desc})
@@ -125,9 +135,13 @@ class Harness:
             if not isinstance(outputs, list) or len(outputs) != k:
                 raise Invalid({"error": f"the solution's process handed back {type(outputs).__name__} instead of {k} outputs"})
             try:
-                outs = [arrays.open_cuda(d, dtype="int32", shape=[n]) for d in outputs]
-            except (arrays.ShareError, RuntimeError) as exc:
-                raise Invalid({"error": f"an output is not a 1-D int32 CUDA tensor of {n} elements: {exc}",
+                if self.ipc == "torch":
+                    outs = [arrays.open_cuda(d, dtype="int32", shape=[n]) for d in outputs]
+                else:
+                    outs = [self.opener.open(d, dtype="int32", shape=[n]) for d in outputs]
+            except (arrays.ShareError, cuda_ipc.ShareError, RuntimeError) as exc:
+                raise Invalid({"error": f"an output could not be read as a 1-D int32 CUDA tensor of {n} elements "
+                                        f"(prefix_sum must return a tensor of its own, not its input): {exc}",
                                "results_match": False}) from None
             out = outs  # the opened buffers themselves: nothing is copied
             got = lambda: torch.stack([torch.gather(o, 0, pos[i]) for i, o in enumerate(outs)])  # noqa: E731
@@ -157,16 +171,42 @@ class Harness:
         elapsed = time.perf_counter() - started
         return elapsed, out, expected
 
+    def _input_buffer(self, k: int, n: int):
+        """The buffer the worker reads a batch's input from: one of its own (cuda_ipc.Buffer, so
+        the worker's mapping shows nothing else of this process), made once per shape and kept
+        (``driver``), or made afresh for every batch (``driver-fresh``: the worker learns of it
+        only with the request, and opens it inside the clock)."""
+        key = (k, n)
+        buf = self.inputs.get(key)
+        if buf is not None and self.ipc == "driver-fresh":
+            buf.free()
+            buf = None
+        if buf is None:
+            buf = self.inputs[key] = cuda_ipc.Buffer([k, n], "int32")
+        return buf
+
     def release(self) -> None:
-        """Both sides drop the last batch's buffers (CUDA IPC keeps a shared buffer alive until
-        every side has let go), so the next batch reuses memory instead of allocating anew."""
+        """Both sides let go of the last batch's outputs, so the worker's allocator hands the same
+        blocks out again next batch (with ``torch`` IPC a shared block stays held back until every
+        side has let go; with ``driver`` IPC this side keeps its mappings and reuses them)."""
         if self.device == "cuda":
             import torch
 
             torch.cuda.synchronize()
             self.worker.channel.send({"op": "release"})
             self._recv()
-            torch.cuda.ipc_collect()
+            if self.ipc == "torch":
+                torch.cuda.ipc_collect()
+
+    def close(self) -> dict:
+        if self.opener is not None:
+            details = {"buffers_mapped": self.opener.opened, "distinct_outputs": len(self.opener.mapped)}
+            self.opener.close()
+            for buf in self.inputs.values():
+                buf.free()
+            self.inputs.clear()
+            return details
+        return {}
 
 
 def check(outs, expected, n: int) -> None:
@@ -190,7 +230,15 @@ def score(profile: str, cfg: dict, details: dict, worker_code: str) -> tuple[flo
     details["_worker"] = worker
     seed = int.from_bytes(os.urandom(8), "little")
     gen = torch.Generator(device=device).manual_seed(seed)
-    h = Harness(worker, device, gen, time.monotonic() + cfg["import_s"])
+    h = Harness(worker, device, gen, time.monotonic() + cfg["import_s"], ipc=cfg.get("ipc", "torch"))
+    details["ipc"] = cfg.get("ipc", "torch") if device == "cuda" else "memfd per batch"
+    try:
+        return timed(h, cfg, details)
+    finally:
+        details.update(h.close())
+
+
+def timed(h: Harness, cfg: dict, details: dict) -> tuple[float, dict]:
     ready = h._recv()
     if not ready.get("ready"):
         raise Invalid({"error": "the solution's process did not say it was ready"})
@@ -236,8 +284,9 @@ def gpu_broker() -> int:
     ch = Channel.from_env()
     msg, _fds = ch.recv(60)
     details: dict = {"gpu_broker": {"uid": os.getuid(), "dumpable": False}}
+    cfg = {**PROFILES["gpu"], "ipc": msg.get("ipc") if msg.get("ipc") in IPC_MODES else PROFILES["gpu"]["ipc"]}
     try:
-        value, message = score("gpu", PROFILES["gpu"], details, msg["worker_code"])
+        value, message = score("gpu", cfg, details, msg["worker_code"])
     except Invalid as exc:
         value, message = math.nan, exc.message
     except TimeoutError:
@@ -271,7 +320,7 @@ def through_broker(details: dict, worker_code: str) -> tuple[float, dict]:
     broker = participant.start([sys.executable, "-c", own, "--broker"], env={"REBENCH_SCORER_LIB": lib},
                                cwd=participant.account().home)
     try:
-        broker.channel.send({"worker_code": worker_code})
+        broker.channel.send({"worker_code": worker_code, "ipc": ipc_mode()})
         msg, fds = broker.channel.recv(timeout=PROFILES["gpu"]["import_s"] + PROFILES["gpu"]["budget_s"] + 30)
         for fd in fds:
             os.close(fd)
@@ -286,6 +335,23 @@ def through_broker(details: dict, worker_code: str) -> tuple[float, dict]:
         raise Invalid({"error": "the scorer's GPU side answered in an unexpected shape"})
     details.update(got)
     return (math.nan if value is None else float(value)), message
+
+
+# How buffers cross between the GPU side and the worker:
+# - torch: PyTorch's own IPC (share_cuda/open_cuda), a fresh input and K fresh output mappings
+#   every batch. Measured on the H200 (2026-12-03): correct, ~0.35 ms of overhead a call.
+# - driver / driver-fresh: rebench_scorer.cuda_ipc (driver handles, mappings reused across
+#   batches; the input in a buffer of its own, kept, or made afresh each batch). Written to cut
+#   that overhead; NOT yet run on a GPU (no device time was left), so not the default.
+#   reference/harness_gpu.sh measures all three side by side.
+IPC_MODES = ("torch", "driver", "driver-fresh")
+
+
+def ipc_mode() -> str:
+    """The gpu profile's IPC mode: the profile's, or REBENCH_TRITON_IPC (set by whoever runs the
+    scorer, as harness_gpu.sh does; the participant cannot reach the scorer's environment)."""
+    mode = os.environ.get("REBENCH_TRITON_IPC", PROFILES["gpu"]["ipc"])
+    return mode if mode in IPC_MODES else PROFILES["gpu"]["ipc"]
 
 
 def main() -> int:
@@ -303,7 +369,7 @@ def main() -> int:
         if profile == "gpu" and os.geteuid() == 0 and participant.account().uid != 0:
             value, message = through_broker(details, worker_code)
         else:
-            value, message = score(profile, cfg, details, worker_code)
+            value, message = score(profile, {**cfg, "ipc": ipc_mode()} if profile == "gpu" else cfg, details, worker_code)
     except Invalid as exc:
         value, message = math.nan, exc.message
     except TimeoutError:

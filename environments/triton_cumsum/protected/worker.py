@@ -5,7 +5,9 @@ It imports ~/solution/solution.py and answers the scorer's requests on the contr
 
 - ``{"op": "run", "input": <buffer>, "k": K, "n": N}``: call ``prefix_sum`` on each of the K
   rows of the input, then hand the outputs back (CPU: copied into the output buffer that came with
-  the request; CUDA: each output shared as an IPC buffer), and say ``{"done": true}``;
+  the request; CUDA: after a synchronize, each output shared as the input was, through PyTorch's
+  IPC for a ``cuda`` input, or named by its driver IPC handle (rebench_scorer.cuda_ipc) for a
+  ``cuda-ipc`` input, whose mapping is kept for later batches), and say ``{"done": true}``;
 - ``{"op": "release"}``: drop the outputs of the last run;
 - ``{"op": "exit"}``.
 
@@ -20,7 +22,7 @@ import traceback
 
 sys.path.insert(0, os.environ["REBENCH_SCORER_LIB"])
 
-from rebench_scorer import arrays  # noqa: E402
+from rebench_scorer import arrays, cuda_ipc  # noqa: E402
 from rebench_scorer.channel import Channel  # noqa: E402
 
 
@@ -43,7 +45,8 @@ def main() -> None:
                  "traceback": traceback.format_exc()[-4000:]})
         return
     ch.send({"ready": True, "torch": torch.__version__})
-    held = {}  # the last run's input mapping and outputs: the scorer reads the outputs until "release"
+    held = {}  # the last run's outputs: the scorer reads them until "release"
+    inputs = None  # cuda_ipc.Opener for the scorer's input buffers
     while True:
         msg, fds = ch.recv()
         op = msg.get("op")
@@ -66,6 +69,16 @@ def main() -> None:
                 torch.cuda.synchronize()
                 held["outs"] = outs = [o.contiguous() for o in outs]
                 descs = [arrays.share_cuda(o) for o in outs]
+                del x, outs
+                ch.send({"done": True, "outputs": descs})
+            elif msg["input"]["kind"] == "cuda-ipc":
+                if inputs is None:
+                    inputs = cuda_ipc.Opener(device=0)
+                x = inputs.open(msg["input"], dtype="int32", shape=[k, n])
+                outs = [prefix_sum(x[i]) for i in range(k)]
+                torch.cuda.synchronize()
+                held["outs"] = outs = [o.contiguous() for o in outs]
+                descs = [cuda_ipc.describe(o) for o in outs]
                 del x, outs
                 ch.send({"done": True, "outputs": descs})
             else:

@@ -1,7 +1,8 @@
 #!/bin/bash
-# triton_cumsum on one GPU, no container: the separate-process scorer (protected/score.py) beside
-# the old in-process one (reference/score_inprocess.py) on the same kernels in the same run, then
-# every hostile solution in reference/hostile/ under both. Run as root from the repository root
+# triton_cumsum on one GPU, no container: the separate-process scorer (protected/score.py, in each
+# of its IPC modes: torch, driver, driver-fresh) beside the old in-process one
+# (reference/score_inprocess.py) on the same kernels in the same run, then every hostile solution
+# in reference/hostile/ under both. First, reference/ipc_probe.py. Run as root from the repository root
 # (the new scorer runs the solution as uid 1000). RUNS=3 by default. Prints one line per scoring.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -14,6 +15,7 @@ $PY -c "import sys,torch,triton;print('python',sys.version.split()[0],'torch',to
 # the helpers must be readable by uid 1000: a copy outside the (root-only) checkout
 rm -rf /tmp/rebench-lib && cp -r rebench_tui/runtime/lib /tmp/rebench-lib && chmod -R a+rX /tmp/rebench-lib
 export REBENCH_SCORER_LIB=/tmp/rebench-lib REBENCH_PROFILE=gpu
+echo "ipc probe:"; $PY $E/reference/ipc_probe.py 2>&1 | sed 's/^/  /'
 home() {  # home NAME SOLUTION [EXTRA...]: a participant home owned by uid 1000
   rm -rf /tmp/tc_$1; mkdir -p /tmp/tc_$1/solution; cp "$2" /tmp/tc_$1/solution/solution.py
   cp $E/reference/hostile/_honest.py /tmp/tc_$1/solution/; chown -R 1000:1000 /tmp/tc_$1; chmod 755 /tmp/tc_$1
@@ -30,13 +32,16 @@ if lines and "returncode" in lines[-1]:  # a supervisor status: the result chann
     print("[channel, exit %s, stragglers killed %s]" % (st.get("returncode"), st.get("stragglers_killed")), end=" ")
 if not lines: print("no result"); sys.exit()
 r=json.loads(lines[-1]); m=r["message"]; d=r.get("details",{})
-print("score", r["score"], "time_ms", m.get("time_ms"), "error", m.get("error") or m.get("results_match"), "calls_ms", d.get("per_call_ms") or d.get("times_ms"))'; }
+print("score", r["score"], "time_ms", m.get("time_ms"), "error", m.get("error") or m.get("results_match"), "calls_ms", d.get("per_call_ms") or d.get("times_ms"),
+      *(["mapped", d["buffers_mapped"], "distinct", d["distinct_outputs"], "ipc", d.get("ipc")] if "buffers_mapped" in d else []))'; }
 home start $E/solution/solution.py
 home ref $E/reference/solution.py
 for i in $(seq 1 $RUNS); do
   for s in start ref; do
     echo "$s in-process run $i: $(REBENCH_HOME=/tmp/tc_$s timeout 120 $PY $E/reference/score_inprocess.py 2>/dev/null | short)"
-    echo "$s harness    run $i: $(new /tmp/tc_$s | short)"
+    for ipc in torch driver driver-fresh; do
+      echo "$s harness    run $i (ipc $ipc): $(REBENCH_TRITON_IPC=$ipc new /tmp/tc_$s | short)"
+    done
   done
 done
 # The hostile solutions (fork_bomb and kill_scorer only run in a container: no process limit here)
@@ -48,7 +53,9 @@ for f in $E/reference/hostile/[a-z]*.py; do
   echo "hostile $name in-process: $(REBENCH_HOME=/tmp/tc_h timeout 120 $PY $E/reference/score_inprocess.py 2>/dev/null | short)"
   home h $f
   echo "hostile $name harness:    $(new /tmp/tc_h | short)"
+  home h $f
+  echo "hostile $name harness (ipc driver): $(REBENCH_TRITON_IPC=driver new /tmp/tc_h | short)"
   left=$(ps -u 1000 -o pid=,args= | grep -v "ps -u" || true)
   [ -n "$left" ] && { echo "  uid 1000 processes left: $left"; pkill -9 -u 1000; }
 done
-echo done
+date -u; echo done
