@@ -367,7 +367,7 @@ def images_build(names: tuple[str, ...], host: str | None) -> None:
 @click.option("--profile", type=click.Choice(["gpu", "smoke"]), default=None, help="default: the gpu profile where the environment has one")
 @click.option("--host", default=None, help="Docker engine to check, e.g. ssh://user@gpu-host (default: DOCKER_HOST or the local socket)")
 def doctor(env_id: str | None, profile: str | None, host: str | None) -> None:
-    """Check that this machine (or --host) can run ENV_ID: engine, API, NVIDIA runtime, GPUs,
+    """Check that this machine (or --host) can run ENV_ID: engine, API, GPU mode, GPUs,
     disk, assets, SSH keys, clock skew. Each failure comes with its fix; exits 1 if any fails."""
     from .doctor import Doctor
 
@@ -402,7 +402,8 @@ def hosts_cmd(env_id: str | None) -> None:
     """List the GPU hosts in the hosts file and what each has free.
 
     The file is ~/.config/rebench-tui/hosts.toml (or $REBENCH_HOSTS_FILE), one [[host]] table
-    each with label = "..." and url = "ssh://user@host[:port]" (and an optional note)."""
+    each with label = "..." and url = "ssh://user@host[:port]" (and optional note, gpu_mode =
+    auto|toolkit|devices|none, driver_dir, images; see the README's GPU section)."""
     from .hosts import hosts_path, load_hosts
 
     settings = _settings()
@@ -413,18 +414,18 @@ def hosts_cmd(env_id: str | None) -> None:
     env = workstation.catalog(settings).get(env_id) if env_id else None
     need = env.profile("gpu").gpus if env is not None and "gpu" in env.profile_names else 0
     t = Table(title=f"hosts in {path}")
-    for col in ("label", "url", "engine", "GPUs free", *(["fits " + env_id] if env else []), "note"):
+    for col in ("label", "url", "engine", "GPU mode", "GPUs free", *(["fits " + env_id] if env else []), "note"):
         t.add_column(col)
     for h in hosts:
         try:
             rt = workstation.connect_docker(settings, h.url)
         except RebenchError as exc:
-            t.add_row(h.label, h.url, f"[red]{exc.what.splitlines()[0][:60]}[/red]", "-", *(["no"] if env else []), h.note)
+            t.add_row(h.label, h.url, f"[red]{exc.what.splitlines()[0][:60]}[/red]", "-", "-", *(["no"] if env else []), h.note)
             continue
         gpus = rt.gpu_inventory()
         free = sum(g.free for g in gpus)
         fit = workstation.host_fit(rt, need, gpus) if env else None
-        t.add_row(h.label, h.url, "[green]answers[/green]", f"{free} of {len(gpus)}" if gpus else "no GPUs",
+        t.add_row(h.label, h.url, "[green]answers[/green]", rt.gpu_support().summary, f"{free} of {len(gpus)}" if gpus else "no GPUs",
                   *([("yes" if fit is None else f"no: {fit}")] if env else []), h.note)
     out.print(t)
 

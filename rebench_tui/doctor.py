@@ -128,7 +128,7 @@ class Doctor:
             self._disk(runtime)
             self._clock(runtime)
         else:
-            for check in ("API version", "NVIDIA runtime", "GPUs", "CPUs and memory", "base image", "disk", "clock skew"):
+            for check in ("API version", "GPU mode", "GPUs", "CPUs and memory", "base image", "disk", "clock skew"):
                 self.add(check, "skip", "no engine")
         if self.env is not None:
             self._assets()
@@ -136,10 +136,10 @@ class Doctor:
 
     # -- the checks -------------------------------------------------------------------------
     def _engine(self) -> Any | None:
-        from .runtime.docker_runtime import DockerRuntime
+        from .workstation import connect_docker
 
         try:
-            rt = (self._connect or (lambda h: DockerRuntime.connect(h, self.settings.images, self.settings.cache_dir, timeout=20)))(self.host)
+            rt = (self._connect or (lambda h: connect_docker(self.settings, h, timeout=20)))(self.host)
         except RebenchError as exc:
             self.add("engine", "fail", exc.what, exc.fix)
             return None
@@ -156,21 +156,23 @@ class Doctor:
                      "upgrade Docker on the host to 20.10 or newer")
 
     def _gpus(self, rt: Any) -> None:
+        """Which GPU mode the host will use and why (toolkit, devices, none), then its GPUs."""
         need = self.profile.gpus if self.profile else 0
         name = self.profile.name if self.profile else None
-        has_runtime = rt.has_nvidia_runtime()
-        if has_runtime:
-            self.add("NVIDIA runtime", "ok", "the engine lists the nvidia runtime")
+        sup = rt.gpu_support()
+        not_needed = f" (not needed for the {name} profile)" if name and not need else ""
+        if sup.usable:
+            self.add("GPU mode", "ok", f"{sup.mode}: {sup.why}")
+        elif sup.problem:
+            self.add("GPU mode", "fail" if need else "warn", f"{sup.mode}, but it cannot work: {sup.problem} ({sup.why}){not_needed}", sup.fix)
         else:
-            self.add("NVIDIA runtime", "fail" if need else "warn",
-                     "the engine has no nvidia runtime: containers cannot get GPUs"
-                     + ("" if need else f" (not needed for the {name} profile)" if name else ""),
-                     "install the NVIDIA Container Toolkit on the Docker host, then "
-                     "`sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker`")
-        gpus = rt.gpu_inventory() if has_runtime else []
+            self.add("GPU mode", "fail" if need else "warn", f"none: containers get no GPUs: {sup.why}{not_needed}", sup.fix)
+        gpus = rt.gpu_inventory() if sup.usable else []
         if not gpus:
             status = "fail" if need else ("warn" if self.profile is None else "ok")
-            self.add("GPUs", status, f"no GPU visible to containers; the {name} profile needs {need}" if self.profile else "no GPU visible to containers",
+            listing = f" ({rt.inventory_error})" if sup.usable and rt.inventory_error else ""
+            self.add("GPUs", status, (f"no GPU visible to containers{listing}; the {name} profile needs {need}" if self.profile
+                                      else f"no GPU visible to containers{listing}"),
                      (f"run on a GPU host (`--host ssh://user@gpu-host`), or use `--profile smoke`" if need else None))
             return
         free = [g for g in gpus if g.free]
@@ -202,7 +204,14 @@ class Doctor:
         if recipe is None:
             self.add("base image", "fail", f"no recipe {name!r} in {self.settings.images / 'images.toml'}", "correct the manifest's base_image")
             return
-        if rt.has_image(recipe.tag):
+        provided = rt.provided_images.get(name)
+        if provided:
+            if rt.has_image(provided):
+                self.add("base image", "ok", f"{provided} (provided by the host in hosts.toml for {name}) is on the engine")
+            else:
+                self.add("base image", "fail", f"hosts.toml says the host provides {name} as {provided}, but the engine has no such image",
+                         f"build or load {provided} there, or remove {name} from the host's images in hosts.toml")
+        elif rt.has_image(recipe.tag):
             self.add("base image", "ok", f"{recipe.tag} is built on the engine")
         else:
             self.add("base image", "warn", f"{recipe.tag} is not built yet; `start` builds it first (minutes)",

@@ -12,7 +12,7 @@ from typing import Callable, Literal
 from .catalog import Catalog, Environment, load_catalog
 from .config import Settings
 from .errors import RebenchError, RuntimeUnavailable
-from .hosts import hosts_path, load_hosts, resolve_host
+from .hosts import host_for_url, hosts_path, load_hosts, resolve_host
 from .runtime import Runtime
 from .runtime.images import Recipes
 from .session.records import SessionMeta
@@ -25,10 +25,14 @@ def catalog(settings: Settings) -> Catalog:
     return load_catalog(settings.environments, known)
 
 
-def connect_docker(settings: Settings, host: str | None = None) -> Runtime:
+def connect_docker(settings: Settings, host: str | None = None, timeout: int = 60) -> Runtime:
+    """The Docker engine at ``host`` (default: settings, DOCKER_HOST, the local socket), with its
+    hosts-file entry (GPU mode, provided images) where one lists that engine."""
     from .runtime.docker_runtime import DockerRuntime
 
-    return DockerRuntime.connect(host or settings.docker_host, settings.images, settings.cache_dir)
+    url = host or settings.docker_host
+    config = host_for_url(url, load_hosts(hosts_path(settings.config_dir)))
+    return DockerRuntime.connect(url, settings.images, settings.cache_dir, timeout=timeout, host_config=config)
 
 
 def local_runtime() -> Runtime:
@@ -53,10 +57,11 @@ def host_fit(rt: Runtime, gpus: int, inventory: list | None = None) -> str | Non
     ``inventory``: the engine's GPUs if the caller listed them already (each listing runs a container)."""
     if gpus == 0:
         return None
-    if not getattr(rt, "has_nvidia_runtime")():
-        return "no NVIDIA runtime"
+    support = rt.gpu_support()
+    if not support.usable:
+        return support.summary
     if inventory is None:
-        inventory = getattr(rt, "gpu_inventory")()
+        inventory = rt.gpu_inventory()
     free = [g for g in inventory if g.free]
     if len(free) < gpus:
         return f"{len(free)} of {len(inventory)} GPUs free, needs {gpus}"
@@ -113,13 +118,14 @@ def choose(env: Environment, settings: Settings, *, runtime: RuntimeChoice = "au
         rt = local_runtime()
     if profile is None:
         wants_gpu = "gpu" in env.profile_names and env.profile("gpu").gpus > 0
-        gpu_ok = rt.kind == "docker" and getattr(rt, "has_nvidia_runtime")()
-        if "gpu" in env.profile_names and (gpu_ok or not wants_gpu):
+        support = rt.gpu_support() if wants_gpu else None
+        if "gpu" in env.profile_names and (not wants_gpu or (support is not None and support.usable)):
             profile = "gpu"
         elif "smoke" in env.profile_names:
             profile = "smoke"
-            if wants_gpu:
-                reasons.append("no GPU runtime here (Docker with the NVIDIA runtime): using the smoke profile (CPU, small sizes)")
+            if wants_gpu and support is not None:
+                reasons.append(f"{rt.host} gives containers no GPUs ({support.summary}): "
+                               "using the smoke profile (CPU, small sizes)")
         else:
             profile = env.profile_names[0]
     elif profile not in env.profile_names:

@@ -14,9 +14,12 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..catalog import Environment, Profile
+
+if TYPE_CHECKING:
+    from .gpus import Gpu, GpuSupport
 
 OutputFn = Callable[[str, bytes], None]  # (stream name "stdout"|"stderr", chunk)
 ProgressFn = Callable[[str], None]
@@ -147,6 +150,10 @@ class Sandbox(ABC):
 
     supervisor: str = str(SUPERVISOR)  # the command supervisor's path as the sandbox sees it
 
+    def image_id(self) -> str | None:
+        """The id (content digest) of the image the sandbox runs, where it runs one."""
+        return None
+
     @abstractmethod
     def is_running(self) -> bool: ...
 
@@ -173,6 +180,16 @@ class Runtime(ABC):
     @abstractmethod
     def attach(self, spec: SandboxSpec) -> Sandbox | None:
         """Find the sandbox of an existing session again (by label), or None."""
+
+    def gpu_support(self) -> "GpuSupport":
+        """How this runtime's sandboxes get GPUs (toolkit, devices or none), and why."""
+        from .gpus import GpuSupport
+
+        return GpuSupport("none", "auto", f"the {self.kind} runtime gives sandboxes no GPUs")
+
+    def gpu_inventory(self) -> list["Gpu"]:
+        """Every GPU sandboxes can get here, with which are free; [] where they get none."""
+        return []
 
 
 def supervisor_argv(python: str, supervisor: str, token: str, argv: Sequence[str], *, user: str | None,

@@ -1,9 +1,9 @@
 """The Docker runtime: one container per session, through the ``docker`` SDK.
 
 Works with the local socket or a remote engine (``ssh://user@host``, which the SDK reaches
-through paramiko). GPUs are requested with device requests; an engine without the NVIDIA
-runtime fails such a start, and the half-created container is removed before the error is
-raised.
+through paramiko). GPUs come by the host's mode (gpus.py): device requests where the NVIDIA
+Container Toolkit is installed, device nodes and the driver's files where it is not. A start the
+engine refuses removes its half-created container before the error is raised.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from ..catalog import Environment, Profile
 from ..errors import RebenchError, RuntimeUnavailable
+from ..hosts import Host
 from .base import (
     ASSETS_DIR,
     SECRETS_FILE,
@@ -42,7 +43,8 @@ from .base import (
 )
 from ..secrets import secrets_env_file
 from .capture import DAEMON, HOOKS
-from .gpus import QUERY, Gpu, claims, parse_nvidia_smi, with_claims
+from .gpus import (HOST_ROOT, LOOK_SCRIPT, NVIDIA_LIB_DIRS, NVIDIA_ROOT, QUERY, QUERY_DEVICES, TOOLKIT_FIX, Gpu, GpuSupport,
+                   HostView, claims, decide, held_by, parse_look, parse_nvidia_smi, with_claims)
 from .images import RECIPE_LABEL, ImageBuilder, Recipes, context_hash
 from .safe_tar import extract_stream
 from .remote import POLLER, FileStream, ensure_assets_volume, ensure_home_volume, is_remote, remove_session_volumes, tar_contents
@@ -55,11 +57,7 @@ CAPTURE_PATH = "/opt/rebench/capture.py"
 CAPTURE_TTY_DIR = "/var/log/rebench/tty"
 SERVICES_RUN = "/run/rebench-services"
 SERVICES_LOG = "/var/log/rebench/services"
-NVIDIA_FIX = (
-    "install the NVIDIA Container Toolkit on the Docker host and run "
-    "`sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker`; "
-    "or start with `--profile smoke`, which needs no GPU"
-)
+NVIDIA_FIX = f"{TOOLKIT_FIX}; or start with `--profile smoke`, which needs no GPU"
 
 
 def _tar_of(src: Path, arcname: str | None = None) -> bytes:
@@ -208,16 +206,24 @@ class DockerSandbox(Sandbox):
                 if self.remote:
                     remove_session_volumes(self.runtime.client, self.spec.session_id)
 
+    def image_id(self) -> str | None:
+        return (self.container.attrs or {}).get("Image")
+
     def describe(self) -> dict[str, Any]:
-        return {"runtime": "docker", "isolated": True, "host": self.host, "container": self.container.short_id,
-                "container_name": self.container.name, "image": self.spec.profile.base_image, "gpus": self.spec.profile.gpus}
+        d = {"runtime": "docker", "isolated": True, "host": self.host, "container": self.container.short_id,
+             "container_name": self.container.name, "image": self.spec.profile.base_image, "gpus": self.spec.profile.gpus}
+        mode, held = held_by(self.container.attrs or {})
+        if mode:  # which GPUs this session holds, as the container's own configuration says
+            d.update(gpu_mode=mode, gpu_devices=held)
+        return d
 
 
 class DockerRuntime(Runtime):
     kind = "docker"
     isolated = True
 
-    def __init__(self, client: Any, base_url: str | None, images_dir: Path, cache_dir: Path) -> None:
+    def __init__(self, client: Any, base_url: str | None, images_dir: Path, cache_dir: Path,
+                 host_config: Host | None = None) -> None:
         self.client = client
         self.base_url = base_url
         self.host = base_url or "local"
@@ -227,6 +233,9 @@ class DockerRuntime(Runtime):
         self.timeout = 60
         self.generation = 0  # bumped by each reconnect: sandboxes fetch their container again
         self._reconnect_lock = threading.Lock()
+        self.host_config = host_config  # this engine's entry in hosts.toml (GPU mode, provided images)
+        self._gpu_support: GpuSupport | None = None
+        self.inventory_error: str | None = None  # why the last GPU listing failed, if it did
 
     @staticmethod
     def _client(base_url: str | None, timeout: int) -> Any:
@@ -260,7 +269,8 @@ class DockerRuntime(Runtime):
             pass
 
     @classmethod
-    def connect(cls, base_url: str | None, images_dir: Path, cache_dir: Path, timeout: int = 60) -> "DockerRuntime":
+    def connect(cls, base_url: str | None, images_dir: Path, cache_dir: Path, timeout: int = 60,
+                host_config: Host | None = None) -> "DockerRuntime":
         try:
             client = cls._client(base_url, timeout)
             client.ping()
@@ -277,10 +287,15 @@ class DockerRuntime(Runtime):
                 fix = ("start the engine (`sudo dockerd &` or `sudo systemctl start docker`), check DOCKER_HOST / --host, "
                        "or use `--runtime local` (not isolated)")
             raise RuntimeUnavailable(f"no Docker engine answers at {where}: {exc}", fix=fix) from None
-        return cls(client, base_url, images_dir, cache_dir)
+        return cls(client, base_url, images_dir, cache_dir, host_config)
+
+    @property
+    def provided_images(self) -> dict[str, str]:
+        """Base images this host provides itself (hosts.toml ``images``), by recipe name."""
+        return dict(self.host_config.images) if self.host_config else {}
 
     def builder(self, progress: ProgressFn) -> ImageBuilder:
-        return ImageBuilder(self.client, self.images_dir, self.cache_dir, progress)
+        return ImageBuilder(self.client, self.images_dir, self.cache_dir, progress, provided=self.provided_images)
 
     def engine_cpus(self) -> int:
         return int((self.client.info() or {}).get("NCPU") or 1)
@@ -291,9 +306,13 @@ class DockerRuntime(Runtime):
     def has_image(self, tag: str) -> bool:
         return self.builder(lambda _m: None)._image(tag) is not None
 
+    def image_tag(self, name: str) -> str:
+        """The tag of base image ``name`` on this engine: the host's own where hosts.toml provides one."""
+        return self.provided_images.get(name) or Recipes.load(self.images_dir).images[name].tag
+
     def _probe_image(self) -> str | None:
         """An image on the engine to run short probes in (the smallest rebench base)."""
-        tag = Recipes.load(self.images_dir).images["base"].tag
+        tag = self.image_tag("base")
         return tag if self.has_image(tag) else None
 
     def _probe(self, argv: list[str], **kwargs: Any) -> str | None:
@@ -303,17 +322,67 @@ class DockerRuntime(Runtime):
         out = self.client.containers.run(image, argv, remove=True, user="root", network_mode="none", **kwargs)
         return out.decode(errors="replace")
 
+    def _look_at_host(self) -> HostView:
+        """The host's NVIDIA device nodes, driver folder, ldconfig cache and tools, seen from a
+        throwaway container with the host's / mounted read-only (the same on a remote engine)."""
+        from docker.types import Mount
+
+        cfg = self.host_config
+        try:
+            text = self._probe(["sh", "-c", LOOK_SCRIPT, "look", cfg.device_dir if cfg else "/dev", (cfg.driver_dir or "") if cfg else ""],
+                               mounts=[Mount(target=HOST_ROOT, source="/", type="bind", read_only=True)])
+        except Exception as exc:  # noqa: BLE001 - reported as what the look could not do
+            return HostView(error=f"the look-around container failed: {exc}")
+        if text is None:
+            return HostView(error=f"the base image {self.image_tag('base')} is not built on this engine yet")
+        return parse_look(text)
+
+    def gpu_support(self) -> GpuSupport:
+        """How this engine's containers get GPUs (toolkit, devices or none) and why; looked at
+        once per connection."""
+        if self._gpu_support is None:
+            cfg = self.host_config
+            configured = cfg.gpu_mode if cfg else "auto"
+            has_runtime = self.has_nvidia_runtime()
+            look = configured == "devices" or (configured == "auto" and not has_runtime)
+            self._gpu_support = decide(configured, has_runtime, self._look_at_host() if look else None,
+                                       driver_dir=cfg.driver_dir if cfg else None, device_dir=cfg.device_dir if cfg else "/dev",
+                                       source=cfg.label if cfg else None)
+        return self._gpu_support
+
+    def _running_claims(self) -> dict[str, str]:
+        running = self.client.containers.list(filters={"label": f"{LABEL_MANAGED}=1", "status": "running"})
+        return claims(running)
+
     def gpu_inventory(self) -> list[Gpu]:
-        """Every GPU containers can get on this engine, with which are free (see gpus.py)."""
+        """Every GPU containers can get on this engine, with which are free (see gpus.py); [] when
+        containers get none, or the listing failed (``inventory_error`` says why)."""
+        import docker.errors
         from docker.types import DeviceRequest
 
-        if not self.has_nvidia_runtime():
+        sup = self.gpu_support()
+        self.inventory_error = None
+        if not sup.usable:
             return []
-        text = self._probe(QUERY, device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])])
+        try:
+            if sup.mode == "toolkit":
+                text = self._probe(QUERY, device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])])
+            else:
+                dev = sup.devices
+                assert dev is not None
+                if not dev.has_smi:  # no nvidia-smi on the host: the device nodes are all there is to list
+                    return with_claims([Gpu(m, f"nvidia{m}", "NVIDIA GPU (no nvidia-smi on the host)", 0, 0, minor=m)
+                                        for m in dev.minors], self._running_claims())
+                kw = dev.container_kwargs(dev.minors)
+                text = self._probe(QUERY_DEVICES, devices=kw["devices"], mounts=kw["mounts"],
+                                   environment={"LD_LIBRARY_PATH": kw["environment"]["LD_LIBRARY_PATH"]})
+        except docker.errors.DockerException as exc:
+            self.inventory_error = f"nvidia-smi in a container with every GPU failed: {exc}"
+            return []
         if text is None:
+            self.inventory_error = f"the base image {self.image_tag('base')} is not built on this engine yet"
             return []
-        running = self.client.containers.list(filters={"label": f"{LABEL_MANAGED}=1", "status": "running"})
-        return with_claims(parse_nvidia_smi(text), claims(running))
+        return with_claims(parse_nvidia_smi(text), self._running_claims())
 
     def engine_free_bytes(self) -> int | None:
         """Free bytes on the disk that holds the engine's images and containers."""
@@ -384,7 +453,9 @@ class DockerRuntime(Runtime):
         kwargs["pids_limit"] = prof.pids
         kwargs["ulimits"] = [Ulimit(name="nofile", soft=prof.open_files, hard=prof.open_files)]
         if prof.gpus:
-            kwargs["device_requests"] = [self._gpu_request(prof.gpus, progress)]
+            gpu = self._gpu_kwargs(prof.gpus, image, progress)
+            kwargs["environment"].update(gpu.pop("environment", {}))
+            kwargs.update(gpu)
         progress(f"creating container rebench-{spec.session_id} from {image}")
         container = self.client.containers.create(**kwargs)
         try:
@@ -401,9 +472,10 @@ class DockerRuntime(Runtime):
             if prof.gpus and ("device driver" in text or "nvidia" in text.lower() or "gpu" in text.lower()):
                 raise RuntimeUnavailable(
                     f"profile {prof.name!r} needs {prof.gpus} GPU(s), but the Docker engine at {self.host} cannot give "
-                    f"containers GPUs: {exc.explanation or text}",
+                    f"containers GPUs ({self.gpu_support().mode} mode): {exc.explanation or text}",
                     kept="nothing was started (the half-created container was removed); the session folder is kept",
-                    fix=NVIDIA_FIX,
+                    fix=NVIDIA_FIX + ("; without the toolkit, set gpu_mode = \"devices\" for this host in hosts.toml"
+                                      if self.gpu_support().mode == "toolkit" else ""),
                 ) from None
             if "rlimit" in text:
                 raise RebenchError(f"the container did not start: the engine may not grant its limits (open files "
@@ -418,23 +490,41 @@ class DockerRuntime(Runtime):
         self._start_services(container, spec, progress)
         return sandbox
 
-    def _gpu_request(self, count: int, progress: ProgressFn) -> Any:
-        """Free GPUs by id where the engine can list them (so the claim shows in the container and
-        the next session picks others); by count otherwise, and the engine decides."""
+    def _gpu_kwargs(self, count: int, image: str | None, progress: ProgressFn) -> dict[str, Any]:
+        """The container settings that give it ``count`` free GPUs, by the host's mode. Free GPUs
+        are chosen by id where the engine can list them, so the claim shows in the container (its
+        device request or its device nodes) and the next session picks others."""
         from docker.types import DeviceRequest
 
+        sup = self.gpu_support()
+        if sup.mode == "none":
+            raise RuntimeUnavailable(
+                f"the profile needs {count} GPU(s), but the Docker engine at {self.host} gives containers none: {sup.why}",
+                kept="nothing was started; the session folder is kept",
+                fix=(sup.fix or TOOLKIT_FIX) + "; or start with `--profile smoke`, which needs no GPU")
+        if sup.mode == "devices" and sup.problem:
+            raise RuntimeUnavailable(f"the profile needs {count} GPU(s); {self.host} is set to give them as device nodes "
+                                     f"({sup.why}), but {sup.problem}",
+                                     kept="nothing was started; the session folder is kept",
+                                     fix=(sup.fix or "") + "; `rebench-tui doctor ENV` shows what the host has")
         inventory = self.gpu_inventory()
-        if not inventory:
-            return DeviceRequest(count=count, capabilities=[["gpu"]])
+        if not inventory and sup.mode == "toolkit":  # the engine decides which (a start without the toolkit fails)
+            return {"device_requests": [DeviceRequest(count=count, capabilities=[["gpu"]])]}
         free = [g for g in inventory if g.free]
         if len(free) < count:
             busy = ", ".join(f"{g.index} ({g.busy_reason})" for g in inventory if not g.free)
-            raise RuntimeUnavailable(f"the profile needs {count} free GPU(s); {self.host} has {len(free)} of {len(inventory)} free: {busy}",
+            raise RuntimeUnavailable(f"the profile needs {count} free GPU(s); {self.host} has {len(free)} of {len(inventory)} free"
+                                     + (f": {busy}" if busy else f" ({self.inventory_error})" if self.inventory_error else ""),
                                      kept="nothing was started; the session folder is kept",
                                      fix="wait for those sessions to finish, pick another host, or run `rebench-tui doctor ENV`")
         chosen = free[:count]
-        progress("GPUs " + ", ".join(f"{g.index} ({g.name})" for g in chosen))
-        return DeviceRequest(device_ids=[g.uuid for g in chosen], capabilities=[["gpu"]])
+        progress(f"GPUs ({sup.mode} mode) " + ", ".join(f"{g.index} ({g.name})" for g in chosen))
+        if sup.mode == "toolkit":
+            return {"device_requests": [DeviceRequest(device_ids=[g.uuid for g in chosen], capabilities=[["gpu"]])]}
+        assert sup.devices is not None
+        env = (self.client.images.get(image).attrs.get("Config") or {}).get("Env") or [] if image else []
+        image_path = next((e.split("=", 1)[1] for e in env if e.startswith("PATH=")), None)
+        return sup.devices.container_kwargs([g.node for g in chosen], image_path)
 
     def _start_services(self, container: Any, spec: SandboxSpec, progress: ProgressFn = lambda _m: None) -> None:
         """Start the profile's services as root unless they run already (pid files under /run)."""
@@ -500,6 +590,11 @@ class DockerRuntime(Runtime):
         steps = ["grep -q zz-rebench /etc/bash.bashrc 2>/dev/null || echo '. /etc/profile.d/zz-rebench.sh' >> /etc/bash.bashrc",
                  f"mkdir -p {CAPTURE_TTY_DIR} && chmod 700 /var/log/rebench",
                  f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}"]
+        if any(str(m.get("Destination", "")).startswith(NVIDIA_ROOT) for m in (container.attrs or {}).get("Mounts") or []):
+            # devices mode: the driver's libraries reach every process through the linker's cache
+            # (the participant's login shell and the scorer's clean environments included)
+            steps.append(f"printf '%s\\n' {' '.join(NVIDIA_LIB_DIRS)} > /etc/ld.so.conf.d/000-rebench-nvidia.conf && "
+                         "{ ldconfig 2>/dev/null || true; }")
         if fresh:
             paths = " ".join(shlex.quote(f"{PROTECTED}/{name}") for name in
                              (STARTING_SOLUTION_DIR, ASSETS_DIR, *([SECRETS_FILE] if spec.secrets else [])))

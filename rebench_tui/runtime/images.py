@@ -6,6 +6,10 @@ compressed under the cache folder) -> ``base`` (users and groups) -> images with
 
 Every built image carries a ``rebench.recipe`` label: a hash of its recipe, its build context
 and its parent's id. An image whose label matches is reused; a changed recipe is rebuilt.
+
+A host may provide some of these images itself (hosts.toml ``images``: recipe name -> an image on
+its engine, e.g. an offline GPU host's own CUDA image built on ``images/base``): those are used as
+they are, never built or checked against a recipe.
 """
 
 from __future__ import annotations
@@ -91,12 +95,14 @@ def _pip_platforms(arch: str) -> list[str]:
 class ImageBuilder:
     """Builds base images and environment images on one Docker engine."""
 
-    def __init__(self, client: Any, images_dir: Path, cache_dir: Path, progress: ProgressFn = lambda _m: None) -> None:
+    def __init__(self, client: Any, images_dir: Path, cache_dir: Path, progress: ProgressFn = lambda _m: None,
+                 provided: dict[str, str] | None = None) -> None:
         self.client = client
         self.images_dir = images_dir
         self.cache_dir = cache_dir
         self.recipes = Recipes.load(images_dir)
         self.progress = progress
+        self.provided = dict(provided or {})  # recipe name -> the host's own image (hosts.toml `images`)
 
     # -- lookups --------------------------------------------------------------------------
     def _image(self, tag: str) -> Any | None:
@@ -199,7 +205,16 @@ class ImageBuilder:
 
     # -- build ----------------------------------------------------------------------------
     def ensure(self, name: str) -> str:
-        """Build the named base image (and what it needs) unless an up-to-date one exists."""
+        """Build the named base image (and what it needs) unless an up-to-date one exists; a
+        host-provided image is used as it is."""
+        if name in self.provided:
+            tag = self.provided[name]
+            if self._image(tag) is None:
+                raise RebenchError(f"hosts.toml says this host provides base image {name!r} as {tag}, but its engine has no such image",
+                                   fix=f"build or load {tag} on that engine (on images/base: user agent, group protected), "
+                                       f"or remove `{name}` from the host's `images` to build the recipe")
+            self.progress(f"{name}: using {tag}, provided by the host (hosts.toml)")
+            return tag
         if name == "rootfs":
             return self.ensure_rootfs()
         try:

@@ -106,7 +106,7 @@ def test_memory_limit_kill_is_137(sandbox):
     assert r.exit_code == 137 and not r.timed_out
 
 
-def test_gpu_request_without_nvidia_runtime_is_a_clear_error_and_leaves_nothing(docker_runtime, toy, tmp_path, env_copy):
+def test_a_gpu_profile_on_an_engine_without_gpus_is_refused_before_any_container(docker_runtime, toy, tmp_path, env_copy):
     from rebench_tui.catalog import load_catalog
     from tests.conftest import FIXTURE_ENVS, KNOWN_IMAGES
 
@@ -126,9 +126,10 @@ def test_gpu_request_without_nvidia_runtime_is_a_clear_error_and_leaves_nothing(
     with pytest.raises(RuntimeUnavailable) as exc:
         docker_runtime.create(spec, image, lambda m: None)
     text = str(exc.value)
-    assert "needs 1 GPU" in text and "nvidia-ctk" in text and "--profile smoke" in text
-    assert "removed" in text
+    assert "needs 1 GPU" in text and "gives containers none" in text and "nvidia-ctk" in text and "--profile smoke" in text
+    assert "nothing was started" in text
     assert docker_runtime.find_containers("itest-gpu") == []
+    # (a device request the engine refuses, with the toolkit set but absent: tests/integration/test_gpu_devices.py)
 
 
 def test_attach_finds_the_container_again_and_restarts_a_stopped_one(sandbox, docker_runtime):

@@ -1,5 +1,5 @@
-"""`rebench-tui doctor` against this machine's real engine: it names what is missing (here: the
-NVIDIA runtime and GPUs) and passes the rest."""
+"""`rebench-tui doctor` against this machine's real engine: it names what is missing (here: any way
+to give containers GPUs, and GPUs) and passes the rest."""
 
 from __future__ import annotations
 
@@ -17,12 +17,15 @@ def no_gpu_engine(docker_runtime):
     return docker_runtime
 
 
-def test_gpu_profile_fails_exactly_on_the_nvidia_runtime_and_gpus(no_gpu_engine, settings, catalog):
+def test_gpu_profile_fails_exactly_on_the_gpu_mode_and_gpus(no_gpu_engine, settings, catalog):
     doc = Doctor(settings, catalog.get("triton_cumsum"), "gpu", connect=lambda _h: no_gpu_engine)
     findings = {f.check: f for f in doc.run()}
     failed = {c for c, f in findings.items() if f.status == "fail"}
-    assert failed == {"NVIDIA runtime", "GPUs"}
-    assert "nvidia-ctk runtime configure" in findings["NVIDIA runtime"].fix
+    assert failed == {"GPU mode", "GPUs"}
+    mode = findings["GPU mode"]
+    # which mode, and why: no toolkit, and (looked at from a container) no device nodes either
+    assert mode.detail == "none: containers get no GPUs: no nvidia runtime on the engine and no NVIDIA device nodes in /dev"
+    assert "nvidia-ctk runtime configure" in mode.fix
     assert "--profile smoke" in findings["GPUs"].fix
     for check in ("engine", "API version", "disk", "clock skew", "assets"):
         assert findings[check].status == "ok", findings[check]
@@ -32,7 +35,8 @@ def test_smoke_profile_passes_without_a_gpu(no_gpu_engine, settings, catalog):
     doc = Doctor(settings, catalog.get("triton_cumsum"), "smoke", connect=lambda _h: no_gpu_engine)
     findings = doc.run()
     assert not doc.failed, [f for f in findings if f.status == "fail"]
-    assert {f.check: f.status for f in findings}["NVIDIA runtime"] == "warn"
+    mode = {f.check: f for f in findings}["GPU mode"]
+    assert mode.status == "warn" and mode.detail.endswith("(not needed for the smoke profile)")
 
 
 def test_unprepared_assets_are_named_with_the_prepare_command(no_gpu_engine, tmp_path, catalog):
@@ -48,8 +52,8 @@ def test_unprepared_assets_are_named_with_the_prepare_command(no_gpu_engine, tmp
 def test_cli_exits_1_and_prints_each_fix(no_gpu_engine):
     result = CliRunner().invoke(main, ["doctor", "triton_cumsum"])
     assert result.exit_code == 1
-    assert "FAIL  NVIDIA runtime" in result.output and "fix: install the NVIDIA Container Toolkit" in result.output
-    assert "2 check(s) failed: NVIDIA runtime, GPUs" in result.output
+    assert "FAIL  GPU mode" in result.output and "install the NVIDIA Container Toolkit" in result.output
+    assert "2 check(s) failed: GPU mode, GPUs" in result.output
 
 
 def test_an_engine_that_does_not_answer_is_one_failure_and_the_rest_skip(settings):

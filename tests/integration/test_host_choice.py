@@ -31,14 +31,16 @@ def test_smoke_takes_the_first_host_that_answers(hosts_file, settings, catalog):
 def test_gpu_profile_with_no_fitting_host_is_refused_with_each_reason(hosts_file, settings, catalog):
     with pytest.raises(RuntimeUnavailable) as exc:
         workstation.choose(catalog.get("triton_cumsum"), settings, profile="gpu")
-    assert "gone: engine does not answer" in exc.value.what and "here: no NVIDIA runtime" in exc.value.what
+    assert "gone: engine does not answer" in exc.value.what
+    assert "here: no GPUs (no nvidia runtime on the engine and no NVIDIA device nodes in /dev)" in exc.value.what
 
 
 def test_auto_falls_back_to_the_local_engine_and_the_smoke_profile_saying_why(hosts_file, settings, catalog):
     said = []
     choice = workstation.choose(catalog.get("triton_cumsum"), settings, say=said.append)
     assert choice.profile == "smoke" and choice.runtime.kind == "docker"
-    assert any("no listed host fits" in m and "here: no NVIDIA runtime" in m for m in said)
+    assert any("no listed host fits" in m and "here: no GPUs (no nvidia runtime" in m for m in said)
+    assert any("gives containers no GPUs" in m and "using the smoke profile" in m for m in said)
 
 
 def test_host_by_label(hosts_file, settings, catalog):

@@ -47,3 +47,24 @@ def test_an_unknown_label_lists_the_known_ones(tmp_path):
     with pytest.raises(RebenchError) as exc:
         resolve_host("gpu-b", load_hosts(f))
     assert "gpu-a" in exc.value.fix
+
+
+def test_gpu_settings_are_checked_and_the_local_engine_can_be_listed(tmp_path, monkeypatch):
+    from rebench_tui.hosts import host_for_url
+
+    f = tmp_path / "hosts.toml"
+    f.write_text('[[host]]\nlabel = "box"\nurl = "unix:///var/run/docker.sock"\ngpu_mode = "devices"\n'
+                 'driver_dir = "/usr/local/nvidia/"\nimages = { torch-cuda = "mine/cuda:1" }\n\n'
+                 '[[host]]\nlabel = "far"\nurl = "ssh://me@gpu-b"\n')
+    box, far = load_hosts(f)
+    assert box.gpu_mode == "devices" and box.driver_dir == "/usr/local/nvidia" and box.device_dir == "/dev"
+    assert box.images == {"torch-cuda": "mine/cuda:1"} and far.gpu_mode == "auto" and far.images == {}
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    assert host_for_url(None, [box, far]) is box                      # the local socket
+    assert host_for_url("unix://var/run/docker.sock", [box, far]) is box
+    assert host_for_url("ssh://me@gpu-b/", [box, far]) is far
+    assert host_for_url("ssh://me@gpu-c", [box, far]) is None
+    f.write_text('[[host]]\nlabel = "x"\nurl = "ssh://a@b"\ngpu_mode = "cdi"\ndriver_dir = "usr/lib"\n')
+    with pytest.raises(RebenchError) as exc:
+        load_hosts(f)
+    assert "host.0.gpu_mode" in exc.value.what and "host.0.driver_dir: Value error, must be an absolute path" in exc.value.what
