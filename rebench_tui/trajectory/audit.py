@@ -12,17 +12,18 @@ sha256 of the line's own bytes up to and including ``,"hash":"``. Any changed by
 row or swapped pair breaks the chain (:mod:`rebench_tui.trajectory.verify` finds where).
 Rows waiting in the side journal are chained when they move into the log.
 
-Group commit: a row is chained and queued under the log's lock (so file order, ``calledAt``
-order and the chain agree), then its writer waits until it is durable. A writer that finds no
-write under way writes the queue itself with one ``write`` and one ``fsync`` (a lone writer
-never hands off to another thread); rows queued meanwhile wait on their batch's latch and are
-written, a batch per fsync, by a helper thread, so no caller's acknowledgement waits behind
-other callers' rows. Concurrent writers (the file watcher, the command collector, the clock, a
-scoring) share fsyncs instead of taking turns, and no call returns before its own row is on
-disk. Validation and the row's random index happen before the lock; under it a writer only
-stamps times and chains. If a write fails (a full disk), the file is cut back to its last whole
-line, the lines stay held in order for the next write, and the writers of that batch get the
-error.
+One writer thread: a row is validated and given its random index first, then stamped, chained
+and queued under the log's lock (so file order, ``calledAt`` order and the chain agree). The
+log's writer thread (a one-thread executor: its tasks run one at a time, in the order they were
+asked for) has one task, a write: it takes everything queued at that moment and writes it with
+one ``write`` and one ``fsync``. A caller waits for the write scheduled to take its rows: the
+next one that has not started yet, or a new one. So rows queued while a write is under way go
+together in the next, concurrent writers (the file recorder, the command collector, the clock, a
+scoring) share fsyncs, and no call returns before its own row is on disk. If a write fails (a
+full disk), the file is cut back to its last whole line, the lines are held in order and go
+first in the next write. Every caller whose rows that write carried gets the error; nothing is
+acknowledged before it is on disk. :meth:`AuditLog.flush` waits for everything queued and
+retries held rows; :meth:`AuditLog.close` flushes and ends the writer thread.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import os
 import re
 import secrets
 import threading
-import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -138,22 +139,6 @@ def read_entries(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-class _Batch:
-    """Rows that go to disk together: one ``write``, one ``fsync``. Its writers wait on ``latch``,
-    a lock held until the batch is durable or has failed. Each woken writer lets the next one
-    through, so wake-ups come one after another instead of as a herd fighting for the GIL
-    (measured: half the context switches per row of waking them all at once)."""
-
-    __slots__ = ("lines", "latch", "done", "error")
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.latch = threading.Lock()
-        self.latch.acquire()
-        self.done = False
-        self.error: BaseException | None = None
-
-
 class AuditLog:
     def __init__(self, path: Path, run_id: int, clock: Clock, usage: UsageFn | None = None,
                  redact: Redact | None = None) -> None:
@@ -163,32 +148,28 @@ class AuditLog:
         self.run_id = run_id
         self._clock = clock
         self._usage = usage or (lambda: None)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # stamping, chaining and queueing happen under it, in one order
         self._open: set[int] = set()
         self._last_called = 0
         self._last_hash = genesis_hash(run_id)
-        self.count = 0  # rows in the log, counting rows queued for the next group commit
-        # Group commit state, guarded by _qlock (taken inside _lock, never the other way round).
-        self._qlock = threading.Lock()
-        self._batch = _Batch()  # rows queued for the next write
-        self._inflight: _Batch | None = None  # the batch being written
-        self._held: list[str] = []  # lines of a failed write, written first by the next one
+        self.count = 0  # rows in the log, counting rows queued for the writer
+        self._qlock = threading.Lock()  # guards _queue: callers add to it, the writer takes it whole
+        self._queue: list[str] = []  # chained lines not yet taken by a write
+        self._next: Future[None] | None = None  # the write that will take _queue (scheduled, not started)
+        self._held: list[str] = []  # lines of a failed write, written first by the next one (writer thread only)
         self._queued = 0  # rows queued so far (a count, for tests)
-        self._writing = False  # a caller or the handoff thread is writing batches
-        self._handoff = threading.Condition(self._qlock)
-        self._handoff_thread: threading.Thread | None = None
-        self._handoff_due = False
-        self._shared = False  # the last write carried rows of several writers
-        self.batches = 0  # group commits done (one write and one fsync each)
+        self.batches = 0  # writes done (one write and one fsync each)
+        self._closed = False
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-writer")
         for row in read_entries(path):
             self._last_called = max(self._last_called, int(row["calledAt"]))
             self._last_hash = row.get("hash", self._last_hash)
             self.count += 1
         self._merge_pending()
 
-    def _enqueue(self, rows: list[dict[str, Any]]) -> tuple[_Batch, list[dict[str, Any]]]:
-        """Chain rows and queue them for the next group commit (caller holds ``_lock``);
-        returns the batch to wait for and the rows as written (with their hashes)."""
+    def _enqueue(self, rows: list[dict[str, Any]]) -> tuple[Future[None], list[dict[str, Any]]]:
+        """Chain rows and queue them for the writer (caller holds ``_lock``); returns the write to
+        wait for and the rows as written (with their hashes)."""
         lines = []
         written = []
         for row in rows:
@@ -198,110 +179,77 @@ class AuditLog:
             # the row as the file has it: parsed back only where redaction changed it
             written.append(json.loads(line) if redacted else {**row, "prevHash": prev, "hash": self._last_hash})
         with self._qlock:
-            batch = self._batch
-            batch.lines.extend(lines)
+            self._queue.extend(lines)
             self._queued += len(lines)
+            write = self._schedule()
         self.count += len(lines)
-        return batch, written
+        return write, written
 
-    def _wait_durable(self, batch: _Batch) -> None:
-        """Return once ``batch`` is fsynced. With no write under way the caller writes it itself
-        (no thread hand-off for a lone writer); otherwise it sleeps on the batch's latch, and the
-        writer hands the batches queued meanwhile to a helper thread, so no caller's
-        acknowledgement waits behind other callers' rows."""
+    def _schedule(self) -> Future[None]:
+        """The write that will take what is queued now: the scheduled one that has not started
+        yet, or a new one (caller holds ``_qlock``)."""
+        if self._next is None:
+            self._next = self._writer.submit(self._write_queued)
+        return self._next
+
+    def _write_queued(self) -> None:
+        """The writer thread's one task: write the held lines, then everything queued, with one
+        ``write`` and one ``fsync``. On failure the lines are held, in order, for the next write."""
         with self._qlock:
-            lead = not batch.done and not self._writing and batch is self._batch
-            if lead:
-                self._writing = True
-        if lead:
-            if self._shared:
-                time.sleep(0)  # writers were sharing fsyncs: let those about to queue a row join this batch
-            self._write_batches(until=batch)
-        elif not batch.done:
-            batch.latch.acquire()
-            batch.latch.release()
-        if batch.error is not None:
-            raise self._write_error(batch.error, len(batch.lines))
+            lines, self._queue = self._queue, []
+            self._next = None  # rows queued from now on need another write
+        lines, self._held = self._held + lines, []
+        if not lines:
+            return
+        try:
+            _write_durably(self.path, "".join(lines).encode("utf-8"))
+        except BaseException:
+            self._held = lines
+            raise
+        self.batches += 1
 
-    def _write_batches(self, until: _Batch | None) -> None:
-        """Write queued batches (the caller has set ``_writing``): up to and including ``until``,
-        then hand what is left to the helper thread; with ``until=None``, until nothing is left."""
-        while True:
-            with self._qlock:
-                batch, self._batch = self._batch, _Batch()
-                self._inflight = batch
-                held, self._held = self._held, []
-            failed = False
-            try:
-                _write_durably(self.path, "".join(held + batch.lines).encode("utf-8"))
-            except BaseException as exc:  # noqa: BLE001 - given to the batch's writers
-                batch.error, failed = exc, True
-                with self._qlock:
-                    self._held = held + batch.lines  # kept, in order, for the next write
-            with self._qlock:
-                if not failed:
-                    self.batches += 1
-                self._shared = len(batch.lines) > 1
-                self._inflight = None
-                batch.done = True
-                more = bool(self._batch.lines)  # their writers sleep on its latch: someone must write it
-                if not more:
-                    self._writing = False  # rows held by a failure go with the next write or flush
-                elif until is not None:
-                    self._handoff_due = True  # _writing stays set: the helper carries on
-                    self._ensure_handoff_thread()
-                    self._handoff.notify()
-            batch.latch.release()
-            if not more or until is not None:
-                return
+    def _wait_durable(self, write: Future[None]) -> None:
+        """Return once ``write`` is on disk; raise if it failed. Called outside ``_lock``, so
+        others queue rows meanwhile."""
+        try:
+            write.result()
+        except OSError as exc:
+            raise self._write_error(exc, len(self._held)) from exc
 
-    def _ensure_handoff_thread(self) -> None:  # caller holds _qlock
-        if self._handoff_thread is None:
-            self._handoff_thread = threading.Thread(target=self._handoff_loop, name="audit-group-commit",
-                                                    daemon=True)
-            self._handoff_thread.start()
-
-    def _handoff_loop(self) -> None:
-        """The helper: writes what a caller's write left queued; ends after a second with no work."""
-        while True:
-            with self._qlock:
-                if not self._handoff_due:
-                    self._handoff.wait(1.0)
-                if not self._handoff_due:
-                    self._handoff_thread = None
-                    return
-                self._handoff_due = False
-            self._write_batches(until=None)
-
-    def _write_error(self, exc: BaseException, n: int) -> BaseException:
-        if not isinstance(exc, OSError):
-            return exc
-        err = AuditWriteError(
+    def _write_error(self, exc: OSError, n: int) -> AuditWriteError:
+        return AuditWriteError(
             f"the audit log {self.path} could not be written: {exc.strerror or exc}",
             kept=f"every row written before (the log was cut back to its last whole line); "
                  f"{n} new row(s) wait in memory and are written by the next successful write",
             fix="free disk space or make the session folder writable, then keep working (the next record "
                 "retries); do not quit before a write succeeds, or the waiting rows are lost")
-        err.__cause__ = exc
-        return err
 
     def flush(self) -> None:
         """Wait until every row queued so far is durable (and retry rows held by a failed write)."""
         with self._qlock:
-            if self._batch.lines:
-                target = self._batch
-            elif self._writing:  # everything queued is in the write under way (or handed to the helper)
-                target = self._inflight or self._batch
-            elif self._held:
-                target = self._batch  # empty: the write takes the held rows
-            else:
+            if self._closed:
+                return  # close wrote everything, and nothing can be queued since
+            write = self._schedule()
+        self._wait_durable(write)
+
+    def close(self) -> None:
+        """Flush, then end the writer thread. If the flush fails the log stays open (nothing held
+        is dropped), so the caller can free space and close again. Writing after close is an error."""
+        with self._lock:
+            if self._closed:
                 return
-        self._wait_durable(target)
+            self.flush()
+            self._closed = True
+        self._writer.shutdown(wait=True)
+
+    def _check_open(self) -> None:  # caller holds _lock
+        if self._closed:
+            raise ValueError(f"the audit log {self.path} is closed")
 
     def _commit(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Chain and append rows durably (caller holds ``_lock``); returns them with their hashes."""
-        batch, written = self._enqueue(rows)
-        self._wait_durable(batch)
+        write, written = self._enqueue(rows)
+        self._wait_durable(write)
         return written
 
     # -- time ---------------------------------------------------------------------------
@@ -341,12 +289,13 @@ class AuditLog:
         """Write one row durably; returns it. Goes to the side journal while a reservation is open."""
         prepared = self._prepare(content)
         with self._lock:
+            self._check_open()
             row = self._row(prepared, self._next_called_at(), self._usage())
             if self._open:
                 _fsync_append(self.pending_path, [self._plain(row)])
                 return row
-            batch, written = self._enqueue([row])
-        self._wait_durable(batch)  # outside the lock: other writers queue rows into this batch meanwhile
+            write, written = self._enqueue([row])
+        self._wait_durable(write)  # outside the lock: other writers queue rows into the same write meanwhile
         return written[0]
 
     def append_many(self, contents: list[BaseModel | dict[str, Any]], *, interleave: bool = False) -> int:
@@ -357,23 +306,25 @@ class AuditLog:
         (a key press on the screen's thread) waits for one chunk, not for a burst of thousands.
         Either way the call returns once all its rows are durable."""
         step = CHUNK if interleave else max(1, len(contents))
-        last: _Batch | None = None
+        write: Future[None] | None = None
         for at in range(0, len(contents), step):
             prepared = [self._prepare(c) for c in contents[at:at + step]]
             with self._lock:
+                self._check_open()
                 usage = self._usage()
                 rows = [self._row(p, self._next_called_at(), usage) for p in prepared]
                 if self._open:
                     _fsync_append(self.pending_path, [self._plain(r) for r in rows])
                     continue
-                last, _rows = self._enqueue(rows)
-        if last is not None:  # a later write carries any earlier chunk held by a failure, so the last suffices
-            self._wait_durable(last)
+                write, _rows = self._enqueue(rows)
+        if write is not None:  # writes go in order: once the last chunk's is on disk, all are
+            self._wait_durable(write)
         return len(contents)
 
     def reserve(self) -> tuple[int, float | None]:
         """Reserve a ``calledAt`` for a row written later; returns (calledAt, working seconds then)."""
         with self._lock:
+            self._check_open()
             called = self._next_called_at()
             self._open.add(called)
             return called, self._usage()
@@ -382,6 +333,7 @@ class AuditLog:
         """Write the reserved row, then move any rows that waited behind it into the log."""
         called, usage = reservation
         with self._lock:
+            self._check_open()
             if called not in self._open:
                 raise ValueError(f"no open reservation at {called}")
             row = self._row(self._prepare(content), called, usage)
