@@ -29,10 +29,49 @@ def _progress(msg: str) -> None:
     err.print(f"… {msg}", highlight=False, markup=False)
 
 
+class _Duration(click.ParamType):
+    """A working-time length (8h, 90m, 1h30m, 45s): a bad one is a usage error, not a traceback."""
+
+    name = "duration"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a working time: give a positive duration such as 8h, 90m, 1h30m or 45s",
+                      param, ctx)
+
+
+DURATION = _Duration()
+
+
+def _usage_error(exc: click.UsageError) -> None:
+    """Click's own errors (a bad option value, a missing argument, an unknown option) as one line
+    that names the fix, like every other error here; exit status 2, as click's."""
+    from rich.markup import escape
+
+    ctx = exc.ctx
+    where = ctx.command_path if ctx is not None else "rebench-tui"
+    what = exc.format_message().rstrip(".")
+    what = what[:1].lower() + what[1:] if what[:1].isupper() and not what[1:2].isupper() else what
+    err.print(f"[bold red]error:[/bold red] {escape(what)} (see `{escape(where)} --help`)", highlight=False)
+    sys.exit(exc.exit_code)
+
+
 class _Group(click.Group):
+    def make_context(self, info_name, args, parent=None, **extra):  # `rebench-tui --bogus`
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            _usage_error(exc)
+
     def invoke(self, ctx: click.Context):  # one place turns our errors into readable exits
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            _usage_error(exc)
         except RebenchError as exc:
             from rich.markup import escape  # messages may hold [brackets]: print them as written
 
@@ -101,19 +140,19 @@ def _run_app(session) -> None:
 @main.command()
 @click.argument("env_id")
 @click.option("--profile", type=click.Choice(["gpu", "smoke"]), default=None, help="default: gpu where Docker can give GPUs, else smoke")
-@click.option("--time-limit", default=None, help="working-time limit, e.g. 8h, 90m (default: the environment's)")
+@click.option("--time-limit", type=DURATION, default=None, help="working-time limit, e.g. 8h, 90m (default: the environment's)")
 @click.option("--runtime", "runtime_kind", type=click.Choice(["auto", "docker", "local"]), default="auto",
               help="auto: Docker if an engine answers, else local (not isolated)")
 @click.option("--host", default=None, help="a label from the hosts file or an engine URL, e.g. ssh://user@gpu-host (default: the first listed host with the GPUs free, else DOCKER_HOST or the local socket)")
 @sessions_dir_opt
-def start(env_id: str, profile: str | None, time_limit: str | None, runtime_kind: str, host: str | None, sessions_dir: Path | None) -> None:
+def start(env_id: str, profile: str | None, time_limit: float | None, runtime_kind: str, host: str | None, sessions_dir: Path | None) -> None:
     """Open ENV_ID in a new session and start the clock."""
     from .assets import AssetStore
     from .session import Session
 
     settings = _settings(sessions_dir)
     env = workstation.catalog(settings).get(env_id)
-    limit = parse_duration(time_limit) if time_limit else None
+    limit = time_limit
     choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=host,
                                 say=lambda m: err.print(f"[yellow]note:[/yellow] {m}", highlight=False))
     if choice.embedded_default:
@@ -229,6 +268,8 @@ def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, se
         t.add_row(r["id"], r["env_id"], r["profile"], f"{r['runtime']}@{r['host']}", r["status"],
                   format_hms(r.get("working_s") or 0), str(r.get("n_scores") or 0),
                   "" if fin is None else f"{fin:.4g}", "" if norm is None else f"{norm:.3g}")
+    if sessions_dir is None and folder.parent.resolve() != settings.sessions.resolve():
+        settings.sessions_dir = folder.parent  # a session named by its folder elsewhere: that folder's index
     out.print(t)
 
 
@@ -448,7 +489,7 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
     replaced; the session folders are only read. Exits 1 if any session failed to export."""
     settings = _settings(sessions_dir)
     if session_ids and all_sessions:
-        raise RebenchError("give session ids or --all, not both")
+        raise RebenchError("give session ids or --all, not both", fix="drop --all to export only the sessions named")
     if all_sessions:
         folders = sorted(p for p in settings.sessions.iterdir() if (p / "session.json").is_file()) \
             if settings.sessions.is_dir() else []

@@ -142,7 +142,14 @@ def runtime_for(meta: SessionMeta, settings: Settings) -> Runtime:
 
 
 def find_session(sessions_dir: Path, session_id: str | None) -> Path:
-    """A session folder by id (or unique prefix); without an id, the most recent unfinished one."""
+    """A session folder by id (or unique prefix), or by its folder's path (``sessions/<id>``, as
+    ``compare`` takes it, anywhere on disk); without either, the most recent unfinished one."""
+    if session_id:
+        given = Path(session_id).expanduser()
+        if (given / "session.json").is_file():
+            return given.resolve()
+        if len(given.parts) > 1:  # a path that is not a session: its last part may still be an id in the sessions folder
+            session_id = given.name
     if not sessions_dir.is_dir():
         raise RebenchError(f"no sessions folder at {sessions_dir}", fix="start a session first, or pass --sessions-dir")
     folders = [p for p in sessions_dir.iterdir() if (p / "session.json").is_file()]
@@ -152,7 +159,9 @@ def find_session(sessions_dir: Path, session_id: str | None) -> Path:
         if len(match) == 1:
             return match[0]
         if not match:
-            raise RebenchError(f"no session {session_id!r} in {sessions_dir}", fix="`rebench-tui sessions` lists them")
+            not_one = f"; {given} is a folder without a session.json" if given.is_dir() else ""
+            raise RebenchError(f"no session {session_id!r} in {sessions_dir}{not_one}",
+                               fix="name a session id or a session's folder (sessions/<id>); `rebench-tui sessions` lists them")
         raise RebenchError(f"{session_id!r} matches {len(match)} sessions: {', '.join(p.name for p in match[:5])}",
                            fix="give more of the id")
     metas = []

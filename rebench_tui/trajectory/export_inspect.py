@@ -8,7 +8,8 @@ What the sample holds:
 - ``store``: the ``HumanAgentState:*`` keys Inspect's human agent writes (instructions,
   scorings as ``{time: working seconds, scores: [Score]}``, answer, logs, running_state,
   started_running, accumulated_time), so ``sample.store_as(HumanAgentState)`` works.
-- ``events``, in audit-log order: a ``SampleInitEvent`` first; clock start/stop as
+- ``events``, in timestamp order (events of one moment in audit-log order): a ``SampleInitEvent``
+  first; clock start/stop as
   ``InfoEvent(source="human_agent", data={"action": "start"|"stop", "total_time": "H:MM:SS"})``
   (start when the session starts and on every resume, stop on every pause and at the finish);
   each scoring as a ``ScoreEvent(intermediate=True)`` (value = score, explanation = the message
@@ -291,7 +292,15 @@ class _Builder:
                 self.info(row, {"event": kind, **{k: v for k, v in c.items() if k != "type"}})
         if rec.finished and not self.final_done and rec.rows:  # finished, but the finish row was never written
             self.final(rec.rows[-1])
+        # In timestamp order: a command's rows are written when it ends, but its ToolEvent carries
+        # the time it started, before the file changes and scorings made while it ran. The sort is
+        # stable, so events of one moment keep the audit log's order.
+        self.events.sort(key=_timestamp)
         return self.events
+
+
+def _timestamp(event: Any) -> datetime:
+    return event.timestamp
 
 
 def build_eval_log(rec: SessionRecords) -> Any:

@@ -192,6 +192,44 @@ def test_inspect_export_loads_as_a_human_cli_baseline(finished, tmp_path):
     assert state.answer == "final" and len(state.scorings) == 4 and state.accumulated_time == pytest.approx(165)
 
 
+def test_inspect_events_are_in_timestamp_order_when_a_command_spans_other_records(toy_session, fake_clock, tmp_path):
+    """The command collector writes a command's action, observation and log rows when it ends;
+    its ToolEvent carries the command's start. File changes, a scoring and a note made while it
+    ran come between the two and must follow the ToolEvent in the export."""
+    s = toy_session()
+    s.start_watching(interval=0.05)
+    fake_clock.advance(10)
+    start = int(fake_clock.time() * 1000)
+    fake_clock.advance(2)
+    answer(s, "4")  # a file change while `python train.py` runs
+    s.score()
+    s.note("waiting for training")
+    fake_clock.advance(3)
+    end = int(fake_clock.time() * 1000)
+    cwd = str(s.workspace)
+    s.audit.append_many([  # what CommandCollector.poll writes, all at once, at the end
+        {"type": "action", "action": {"type": "run_bash", "args": {"command": "python train.py"}, "id": "7-1", "cwd": cwd,
+                                      "started_at": start}},
+        {"type": "observation", "observation": {"id": "7-1", "exit_status": 0, "output": "done\n", "output_bytes": 5,
+                                                "truncated": False, "started_at": start, "ended_at": end, "duration_s": 5,
+                                                "cwd": cwd}},
+        {"type": "log", "content": ["$ python train.py  (exit 0)", {"event": "command", "id": "7-1", "command": "python train.py",
+                                                                    "exit_status": 0, "cwd": cwd, "duration_s": 5}],
+         "attributes": {"title": "command"}}])
+    s.close()
+    ev = inspect_log.read_eval_log(str(export_inspect(s.folder, tmp_path / "o.eval"))).samples[0].events
+    stamps = [e.timestamp for e in ev]
+    assert stamps == sorted(stamps), [(type(e).__name__, e.timestamp.isoformat()) for e in ev]
+    kinds = [type(e).__name__ for e in ev]
+    (tool,) = [i for i, e in enumerate(ev) if isinstance(e, ToolEvent)]
+    answer_change = [i for i, e in enumerate(ev) if isinstance(e, SandboxEvent) and e.file == "solution/answer.txt"]
+    (scored,) = [i for i, e in enumerate(ev) if isinstance(e, ScoreEvent)]
+    (noted,) = [i for i, e in enumerate(ev) if isinstance(e, InfoEvent) and isinstance(e.data, dict) and "note" in e.data]
+    assert answer_change and tool < min(answer_change) and tool < scored < noted, kinds
+    assert ev[tool].timestamp.timestamp() * 1000 == pytest.approx(start)
+    assert isinstance(ev[0], SampleInitEvent)
+
+
 def test_inspect_json_export_and_inspect_cli_dump(finished, tmp_path):
     out = export_inspect(finished.folder, tmp_path / "x.json", "json")
     log = inspect_log.read_eval_log(str(out))
