@@ -125,7 +125,7 @@ def _run_app(session) -> None:
     from .tui.app import RebenchApp
 
     settings = _settings()
-    app = RebenchApp(session, keymap_path=settings.keymap_file)
+    app = RebenchApp(session, keymap_path=settings.keymap_file, agent_runs=settings.agent_runs)
     try:
         app.run()
     finally:
@@ -412,11 +412,11 @@ def doctor(env_id: str | None, profile: str | None, host: str | None) -> None:
     disk, assets, SSH keys, clock skew. Each failure comes with its fix; exits 1 if any fails."""
     from .doctor import Doctor
 
-    from .hosts import hosts_path, load_hosts, resolve_host
+    from .hosts import load_hosts, resolve_host
 
     settings = _settings()
     if host is not None:
-        host = resolve_host(host, load_hosts(hosts_path(settings.config_dir)))
+        host = resolve_host(host, load_hosts(settings.hosts_path))
     env = workstation.catalog(settings).get(env_id) if env_id else None
     doc = Doctor(settings, env, profile or ("gpu" if env and "gpu" in env.profile_names else None), host)
     findings = doc.run()
@@ -445,10 +445,10 @@ def hosts_cmd(env_id: str | None) -> None:
     The file is ~/.config/rebench-tui/hosts.toml (or $REBENCH_HOSTS_FILE), one [[host]] table
     each with label = "..." and url = "ssh://user@host[:port]" (and optional note, gpu_mode =
     auto|toolkit|devices|none, driver_dir, images; see the README's GPU section)."""
-    from .hosts import hosts_path, load_hosts
+    from .hosts import load_hosts
 
     settings = _settings()
-    path = hosts_path(settings.config_dir)
+    path = settings.hosts_path
     hosts = load_hosts(path)
     if not hosts:
         raise RebenchError(f"no hosts listed in {path}", fix=f'add [[host]] tables with label and url to {path}, e.g. label = "gpu-a", url = "ssh://me@gpu-a"')

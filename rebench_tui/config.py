@@ -1,5 +1,10 @@
 """Settings: typed, with ``REBENCH_*`` environment overrides.
 
+Every ``REBENCH_*`` variable the workstation reads is a field here (``REBENCH_<FIELD>``, read by
+pydantic-settings when a ``Settings`` is made); nothing else in the package reads one. (The
+scorer helpers in ``runtime/lib`` and ``runtime/supervise.py`` run inside containers without this
+package, so they read the variables the runtime gives them themselves.)
+
 The project root (which holds ``environments/``, ``images/`` and ``sessions/``) is found from
 ``REBENCH_ROOT``, else the current folder or one above it, else the checkout this package is in.
 """
@@ -29,7 +34,7 @@ def _xdg(var: str, fallback: str) -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="REBENCH_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="REBENCH_", extra="ignore", env_ignore_empty=True)  # empty = unset
 
     root: Path = Field(default_factory=_find_root)
     environments_dir: Path | None = None
@@ -38,6 +43,9 @@ class Settings(BaseSettings):
     cache_dir: Path = Field(default_factory=lambda: _xdg("XDG_CACHE_HOME", ".cache") / "rebench-tui")
     config_dir: Path = Field(default_factory=lambda: _xdg("XDG_CONFIG_HOME", ".config") / "rebench-tui")
     docker_host: str | None = None
+    secrets_file: Path | None = None  # default: <config_dir>/secrets.env
+    hosts_file: Path | None = None  # default: <config_dir>/hosts.toml
+    agent_runs: str | None = None  # agent runs the screen's compare key shows beside the sessions
 
     @cached_property
     def environments(self) -> Path:
@@ -54,3 +62,11 @@ class Settings(BaseSettings):
     @property
     def keymap_file(self) -> Path:
         return self.config_dir / "keymap.toml"
+
+    @property
+    def secrets_path(self) -> Path:
+        return self.secrets_file or self.config_dir / "secrets.env"
+
+    @property
+    def hosts_path(self) -> Path:
+        return self.hosts_file or self.config_dir / "hosts.toml"

@@ -88,10 +88,6 @@ class HostsFile(BaseModel):
         return hosts
 
 
-def hosts_path(config_dir: Path) -> Path:
-    return Path(os.environ.get("REBENCH_HOSTS_FILE") or config_dir / "hosts.toml")
-
-
 def load_hosts(path: Path) -> list[Host]:
     """The hosts in file order; none if the file does not exist. A bad file is an error naming each problem."""
     if not path.is_file():

@@ -1,8 +1,9 @@
 """Secrets an environment needs (model API keys and endpoints): where they come from, where they
 go, and how they are kept out of every record.
 
-Values come from environment variables, else from a secrets file (``KEY=VALUE`` lines) that must
-be readable by its owner only. Inside the sandbox they reach only the environment's services
+Values come from environment variables, else from a secrets file (``.env`` syntax, read with
+python-dotenv's parser: ``NAME=value`` lines, quotes, ``export``, comments) that must be readable
+by its owner only. Inside the sandbox they reach only the environment's services
 (their environment) and the root-only file ``<protected>/secrets.env``: never the participant's
 environment. Every record the session writes passes through :class:`Redactor`.
 """
@@ -11,14 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Mapping
 
+from dotenv.parser import parse_stream
+
 from .errors import RebenchError
 
-NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 MIN_REDACT = 4  # shorter values would blank out ordinary text
 
 
@@ -33,15 +34,13 @@ def read_secrets_file(path: Path) -> dict[str, str]:
             fix=f"chmod 600 {path}",
         )
     values: dict[str, str] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        key = key.strip().removeprefix("export ").strip()
-        if not sep or not NAME.match(key):
-            raise RebenchError(f"{path}:{n}: expected NAME=value", fix="fix that line")
-        values[key] = value.strip().strip('"').strip("'")
+    with open(path, encoding="utf-8") as fh:
+        for binding in parse_stream(fh):  # python-dotenv's own parser (dotenv_values runs it), for its line numbers
+            if binding.error or (binding.key is not None and binding.value is None):
+                raise RebenchError(f"{path}:{binding.original.line}: expected NAME=value",
+                                   kept="nothing was read from it", fix="fix that line")
+            if binding.key is not None:  # None: a blank or comment line
+                values[binding.key] = binding.value
     return values
 
 

@@ -12,7 +12,7 @@ from typing import Callable, Literal
 from .catalog import Catalog, Environment, load_catalog
 from .config import Settings
 from .errors import RebenchError, RuntimeUnavailable
-from .hosts import host_for_url, hosts_path, load_hosts, resolve_host
+from .hosts import host_for_url, load_hosts, resolve_host
 from .runtime import Runtime
 from .runtime.images import Recipes
 from .session.records import SessionMeta
@@ -31,7 +31,7 @@ def connect_docker(settings: Settings, host: str | None = None, timeout: int = 6
     from .runtime.docker_runtime import DockerRuntime
 
     url = host or settings.docker_host
-    config = host_for_url(url, load_hosts(hosts_path(settings.config_dir)))
+    config = host_for_url(url, load_hosts(settings.hosts_path))
     return DockerRuntime.connect(url, settings.images, settings.cache_dir, timeout=timeout, host_config=config)
 
 
@@ -71,7 +71,7 @@ def host_fit(rt: Runtime, gpus: int, inventory: list | None = None) -> str | Non
 def pick_host(env: Environment, settings: Settings, profile: str | None, say: Callable[[str], None]) -> tuple[Runtime | None, list[str]]:
     """The first host in the hosts file whose engine answers and has the GPUs the profile needs
     free; (None, why-not for each) when none fits or there is no hosts file."""
-    hosts = load_hosts(hosts_path(settings.config_dir))
+    hosts = load_hosts(settings.hosts_path)
     wanted = profile or ("gpu" if "gpu" in env.profile_names else env.profile_names[0])
     gpus = env.profile(wanted).gpus
     why: list[str] = []
@@ -99,7 +99,7 @@ def choose(env: Environment, settings: Settings, *, runtime: RuntimeChoice = "au
     reasons: list[str] = []
     rt: Runtime | None = None
     if host is not None:
-        host = resolve_host(host, load_hosts(hosts_path(settings.config_dir)))
+        host = resolve_host(host, load_hosts(settings.hosts_path))
     elif runtime in ("auto", "docker") and settings.docker_host is None:
         rt, why = pick_host(env, settings, profile, say)
         if rt is None and why:
@@ -177,15 +177,9 @@ def find_session(sessions_dir: Path, session_id: str | None) -> Path:
     return max(metas)[1]
 
 
-def secrets_file(settings: Settings) -> Path:
-    import os
-
-    return Path(os.environ.get("REBENCH_SECRETS_FILE") or settings.config_dir / "secrets.env")
-
-
 def resolve_secrets(env: Environment, profile: str, settings: Settings, *, required: bool = True) -> dict[str, str]:
     """The profile's secrets from the environment or the secrets file; raises naming what is missing."""
     from . import secrets
 
-    return secrets.resolve(list(env.profile(profile).secrets), secrets_file(settings), required=required,
+    return secrets.resolve(list(env.profile(profile).secrets), settings.secrets_path, required=required,
                            env_id=env.id, profile=profile)

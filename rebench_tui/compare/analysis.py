@@ -1,6 +1,6 @@
 """Pure functions that compare runs: best-so-far curves, finals at a budget, scoring rates, score@k.
 
-Rules (the RE-Bench paper's, ``shared/spec/environments.md``):
+Rules (the RE-Bench paper's, ``docs/environments.md``):
 
 - A run's **counting score** after each scoring is the workstation's rule
   (``scoring.running_counting``) over the scorings so far: scorings of the same files (the same

@@ -50,12 +50,13 @@ class RebenchApp(App[None]):
     ]
 
     def __init__(self, session: Session, *, keymap_path: Path | None = None, tick_s: float = 0.25,
-                 watch_files: bool = True) -> None:
+                 watch_files: bool = True, agent_runs: str | None = None) -> None:
         super().__init__()
         self.session = session
         self.tick_s = tick_s
         self.watch_files = watch_files
         self.keymap_path = keymap_path
+        self.agent_runs = agent_runs  # Settings.agent_runs ($REBENCH_AGENT_RUNS): shown by the compare key
         self._cancel = threading.Event()
         self._score_started: float | None = None
         self._finishing = False
@@ -346,16 +347,14 @@ class RebenchApp(App[None]):
     @work(thread=True, exit_on_error=False, group="compare")
     def _compare_worker(self) -> None:
         """This environment's human sessions (this one included) and any agent runs in
-        $REBENCH_AGENT_RUNS, computed off the screen's thread, then shown."""
-        import os
-
+        ``agent_runs`` ($REBENCH_AGENT_RUNS), computed off the screen's thread, then shown."""
         from ..catalog import Catalog
         from ..compare.analysis import compare
         from ..compare.command import gather
         from ..compare.runs import EnvResolver
 
         s = self.session
-        agents = os.environ.get("REBENCH_AGENT_RUNS")
+        agents = self.agent_runs
         resolver = EnvResolver(Catalog(root=s.env.path.parent, environments={s.env.id: s.env}), profile=s.meta.profile)
         try:
             got = gather([agents] if agents else [], resolver, sessions_dir=s.folder.parent,

@@ -10,6 +10,7 @@ import pytest
 
 from rebench_tui import workstation
 from rebench_tui.catalog import load_catalog
+from rebench_tui.config import Settings
 from rebench_tui.errors import RebenchError
 from rebench_tui.runtime.local import LocalRuntime
 from rebench_tui.session import Session
@@ -49,6 +50,8 @@ def every_file_bytes(folder):
 def test_missing_secrets_are_named_before_anything_starts(env, settings, tmp_path, monkeypatch):
     monkeypatch.delenv("TOY_TOKEN", raising=False)
     monkeypatch.setenv("REBENCH_SECRETS_FILE", str(tmp_path / "none.env"))
+    settings = Settings(root=settings.root, sessions_dir=settings.sessions_dir)  # variables are read when Settings is made
+    assert settings.secrets_path == tmp_path / "none.env"
     with pytest.raises(RebenchError) as exc:
         workstation.resolve_secrets(env, "smoke", settings)
     assert "TOY_TOKEN" in exc.value.what and "chmod 600" in exc.value.fix
@@ -63,9 +66,10 @@ def test_a_secrets_file_readable_by_others_is_refused(env, settings, tmp_path, m
     f.chmod(0o644)
     monkeypatch.delenv("TOY_TOKEN", raising=False)
     monkeypatch.setenv("REBENCH_SECRETS_FILE", str(f))
+    settings = Settings(root=settings.root, sessions_dir=settings.sessions_dir)  # variables are read when Settings is made
     with pytest.raises(RebenchError) as exc:
         workstation.resolve_secrets(env, "smoke", settings)
-    assert "chmod 600" in exc.value.fix
+    assert "chmod 600" in exc.value.fix and "can be read by others" in exc.value.what
     f.chmod(0o600)
     assert workstation.resolve_secrets(env, "smoke", settings) == {"TOY_TOKEN": SECRET}
 
