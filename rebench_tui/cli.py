@@ -178,6 +178,8 @@ def _open_session(session_id: str | None, sessions_dir: Path | None):
 
     settings = _settings(sessions_dir)
     folder = workstation.find_session(settings.sessions, session_id)
+    if sessions_dir is None and folder.parent.resolve() != settings.sessions.resolve():
+        settings = _settings(folder.parent)  # a session named by its folder elsewhere: that folder's index
     meta = SessionMeta.load(folder / "session.json")
     env = workstation.catalog(settings).get(meta.env_id)
     # Services still running keep their secrets; these are only needed to restart one (and to redact).
@@ -268,8 +270,6 @@ def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, se
         t.add_row(r["id"], r["env_id"], r["profile"], f"{r['runtime']}@{r['host']}", r["status"],
                   format_hms(r.get("working_s") or 0), str(r.get("n_scores") or 0),
                   "" if fin is None else f"{fin:.4g}", "" if norm is None else f"{norm:.3g}")
-    if sessions_dir is None and folder.parent.resolve() != settings.sessions.resolve():
-        settings.sessions_dir = folder.parent  # a session named by its folder elsewhere: that folder's index
     out.print(t)
 
 
