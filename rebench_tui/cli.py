@@ -184,8 +184,13 @@ def _open_session(session_id: str | None, sessions_dir: Path | None):
     env = workstation.catalog(settings).get(meta.env_id)
     # Services still running keep their secrets; these are only needed to restart one (and to redact).
     secret_values = workstation.resolve_secrets(env, meta.profile, settings, required=False)
-    return Session.open(folder, env, workstation.runtime_for(meta, settings), store=_store(settings),
-                        secrets=secret_values)
+    session = Session.open(folder, env, workstation.runtime_for(meta, settings), store=_store(settings),
+                           secrets=secret_values)
+    from rich.markup import escape
+
+    for note in session.resume_notes:  # a scoring the app died during, settled now (the screen says it too)
+        err.print(f"[bold yellow]note:[/bold yellow] {escape(note)}", highlight=False)
+    return session
 
 
 @main.command()

@@ -106,12 +106,51 @@ class Sandbox(ABC):
         on_output: OutputFn | None = None,
         cancel: threading.Event | None = None,
         guard_links: bool = False,
+        token: str | None = None,
     ) -> ExecResult:
         """Run ``argv`` to completion (or timeout/cancel, which kill its whole process group).
 
         ``guard_links``: in the same exec, look for links from the home into what only the scorer
         may read, before the command (found: it does not run; ``refused_links``) and after it
-        (``late_links``). Only isolated sandboxes have such targets; elsewhere it does nothing."""
+        (``late_links``). Only isolated sandboxes have such targets; elsewhere it does nothing.
+
+        ``token``: the exec's name, chosen by the caller (a scoring records it before the exec
+        starts): the supervisor then keeps its status in the sandbox, so :meth:`exec_status` can
+        find it, or end it, after the caller died while it ran."""
+
+    def supervisor_call(self, verb: str, token: str) -> str:
+        """Run the supervisor's ``cancel`` or ``status`` verb for ``token`` in the sandbox; its stdout."""
+        raise NotImplementedError(f"the {self.kind} sandbox cannot reach its supervisor")
+
+    def exec_status(self, token: str) -> dict[str, Any]:
+        """What became of the exec named ``token`` (run with ``token=``): the supervisor's answer
+        (``state`` finished, with ``status``; running, with ``group``; gone; unknown)."""
+        text = self.supervisor_call("status", token).strip().splitlines()
+        try:
+            answer = json.loads(text[-1]) if text else None
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict) or "state" not in answer:
+            raise RuntimeError(f"the supervisor's status answer was not understood: {text[-1:]!r}")
+        return answer
+
+    def end_exec(self, token: str, wait_s: float = 20.0) -> dict[str, Any]:
+        """End the exec named ``token`` if it still runs (its whole process group, and what it
+        left below it), and wait up to ``wait_s`` for the supervisor's status; returns the last
+        :meth:`exec_status` answer."""
+        import time
+
+        answer = self.exec_status(token)
+        if answer["state"] != "running":
+            return answer
+        self.supervisor_call("cancel", token)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            answer = self.exec_status(token)
+            if answer["state"] != "running":
+                return answer
+        return answer
 
     @abstractmethod
     def copy_in(self, src: Path, dest: str) -> None:
@@ -194,7 +233,7 @@ class Runtime(ABC):
 
 def supervisor_argv(python: str, supervisor: str, token: str, argv: Sequence[str], *, user: str | None,
                     workdir: str | None, timeout: float | None, state_dir: str,
-                    guard: tuple[str, Sequence[str]] | None = None) -> list[str]:
+                    guard: tuple[str, Sequence[str]] | None = None, keep_status: bool = False) -> list[str]:
     # -I -S: isolated (no PYTHON* variables, no current folder on the path) and no site import, which
     # the standard-library-only supervisor does not need (it starts once per scoring)
     cmd = [python, "-I", "-S", supervisor, "run", "--token", token, "--state-dir", state_dir]
@@ -207,6 +246,8 @@ def supervisor_argv(python: str, supervisor: str, token: str, argv: Sequence[str
         cmd += ["--cwd", workdir]
     if timeout:
         cmd += ["--timeout", f"{timeout:.3f}"]
+    if keep_status:
+        cmd += ["--keep-status"]
     return [*cmd, "--", *argv]
 
 
@@ -285,15 +326,19 @@ class StatusFilter:
         return data
 
     def result(self, returncode: int, duration_s: float) -> ExecResult:
-        st = self.status or {}
-        return ExecResult(
-            exit_code=int(st.get("returncode", returncode)),
-            stdout=self.text("stdout"),
-            stderr=self.text("stderr"),
-            duration_s=float(st.get("duration_s", duration_s)),
-            timed_out=bool(st.get("timed_out", False)),
-            cancelled=bool(st.get("cancelled", False)),
-            refused_links=[list(map(str, x)) for x in st.get("refused_links") or []],
-            late_links=[list(map(str, x)) for x in st.get("late_links") or []],
-            result=st["result"] if isinstance(st.get("result"), str) else None,
-        )
+        return exec_result(self.status or {}, self.text("stdout"), self.text("stderr"), returncode, duration_s)
+
+
+def exec_result(st: dict[str, Any], stdout: str, stderr: str, returncode: int = -1, duration_s: float = 0.0) -> ExecResult:
+    """An :class:`ExecResult` from the supervisor's status (its status line, or the status it kept)."""
+    return ExecResult(
+        exit_code=int(st.get("returncode", returncode)),
+        stdout=stdout,
+        stderr=stderr,
+        duration_s=float(st.get("duration_s", duration_s)),
+        timed_out=bool(st.get("timed_out", False)),
+        cancelled=bool(st.get("cancelled", False)),
+        refused_links=[list(map(str, x)) for x in st.get("refused_links") or []],
+        late_links=[list(map(str, x)) for x in st.get("late_links") or []],
+        result=st["result"] if isinstance(st.get("result"), str) else None,
+    )

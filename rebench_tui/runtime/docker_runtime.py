@@ -131,11 +131,12 @@ class DockerSandbox(Sandbox):
 
     def exec(self, argv: Sequence[str], *, user: str = "agent", workdir: str | None = None, env: dict[str, str] | None = None,
              timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None,
-             guard_links: bool = False) -> ExecResult:
-        token = uuid.uuid4().hex
+             guard_links: bool = False, token: str | None = None) -> ExecResult:
+        keep_status = token is not None
+        token = token or uuid.uuid4().hex
         cmd = supervisor_argv(self.python, SUPERVISOR_PATH, token, argv, user=user, workdir=workdir or HOME,
                               timeout=timeout, state_dir=STATE_DIR,
-                              guard=(HOME, self.forbidden_link_targets) if guard_links else None)
+                              guard=(HOME, self.forbidden_link_targets) if guard_links else None, keep_status=keep_status)
         started = time.monotonic()
         nonce = exec_nonce()
         exec_id = self.api.exec_create(self.container.id, cmd, user="root", environment={**(env or {}), "REBENCH_EXEC_NONCE": nonce},
@@ -168,6 +169,14 @@ class DockerSandbox(Sandbox):
             result.stderr += f"\n[rebench] the command's supervisor ended without a status (exit {rc}); the container may have stopped"
             result.exit_code = rc if rc not in (None, 0) else -1
         return result
+
+    def supervisor_call(self, verb: str, token: str) -> str:
+        rc, out = self.container.exec_run([self.python, "-I", "-S", SUPERVISOR_PATH, verb, "--token", token,
+                                           "--state-dir", STATE_DIR], user="root", demux=False)
+        if verb == "status" and rc != 0:
+            raise RebenchError(f"asking the container's supervisor about exec {token} failed (exit {rc}): "
+                               f"{(out or b'').decode(errors='replace')[-500:]}", kept="the container")
+        return (out or b"").decode(errors="replace")
 
     def copy_in(self, src: Path, dest: str) -> None:
         self.container.put_archive(dest, _tar_of(src))

@@ -56,14 +56,15 @@ class LocalSandbox(Sandbox):
 
     def exec(self, argv: Sequence[str], *, user: str = "agent", workdir: str | None = None, env: dict[str, str] | None = None,
              timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None,
-             guard_links: bool = False) -> ExecResult:
-        token = uuid.uuid4().hex
+             guard_links: bool = False, token: str | None = None) -> ExecResult:
+        keep_status = token is not None
+        token = token or uuid.uuid4().hex
         full_env = self._base_env()
         full_env.update(env or {})
         nonce = exec_nonce()
         full_env["REBENCH_EXEC_NONCE"] = nonce
         cmd = supervisor_argv(sys.executable, str(SUPERVISOR), token, argv, user=None, workdir=workdir or self.home,
-                              timeout=timeout, state_dir=self._run_dir)
+                              timeout=timeout, state_dir=self._run_dir, keep_status=keep_status)
         sink = StatusFilter(on_output, nonce=nonce)
         lock = threading.Lock()
         started = time.monotonic()
@@ -87,6 +88,13 @@ class LocalSandbox(Sandbox):
             t.join()
         sink.finish()
         return sink.result(rc, time.monotonic() - started)
+
+    def supervisor_call(self, verb: str, token: str) -> str:
+        p = subprocess.run([sys.executable, "-I", "-S", str(SUPERVISOR), verb, "--token", token, "--state-dir", self._run_dir],
+                           capture_output=True, text=True, timeout=60)
+        if verb == "status" and p.returncode != 0:
+            raise RuntimeError(f"the supervisor's status verb failed (exit {p.returncode}): {p.stderr[-500:]}")
+        return p.stdout
 
     def copy_in(self, src: Path, dest: str) -> None:
         target = Path(dest) / src.name

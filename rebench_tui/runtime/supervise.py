@@ -5,8 +5,9 @@ Standard library only: it is copied into every sandbox (``/opt/rebench/supervise
 by the sandbox's own ``python3``, as root where it can, dropping to the participant's user.
 
     supervise.py run --token T --state-dir D [--user U[:GROUP]] [--cwd DIR] [--timeout S]
-                     [--guard-links HOME --forbid PATH ...] -- ARGV...
+                     [--guard-links HOME --forbid PATH ...] [--keep-status] -- ARGV...
     supervise.py cancel --token T --state-dir D
+    supervise.py status --token T --state-dir D
 
 ``run`` passes the command's output straight through, kills the whole process group when the
 timeout passes, when cancelled, or when the command exits, and then every process the command
@@ -22,6 +23,16 @@ status line carries what it wrote as ``result``. Processes the scorer starts for
 never inherit it, so a result can come only from the scorer's own process. (with ``--guard-links``, also ``refused_links`` found before the command,
 which then does not run, and ``late_links`` found after it). A command killed by a signal has returncode 128 + signal (137 for SIGKILL,
 which is what the kernel's OOM killer sends); a timeout or a cancel is reported by its own flag.
+
+What outlives the exec's client (``--keep-status``, for scorings): an app killed while its scorer
+runs leaves the supervisor running in the container (a closed exec stream does not stop it). So the
+supervisor keeps, in the state folder, ``T.sup`` (its own pid) while it runs and, before it writes
+the status line, the same status as ``T.status`` (fsynced; the last run's only: a new one removes
+older ones). ``status`` answers with one JSON line: ``{"state": "finished", "status": {...}}``,
+``{"state": "running", "supervisor": PID or null, "group": [PIDS]}``, ``{"state": "gone"}`` (it
+started and ended without a status: the container restarted, or it was killed) or
+``{"state": "unknown"}`` (no trace of the token). ``cancel`` ends a running one; it then writes
+its status (``cancelled``) as ever.
 """
 
 from __future__ import annotations
@@ -77,6 +88,43 @@ def _pidfile(state_dir: str, token: str) -> str:
 
 def _cancelfile(state_dir: str, token: str) -> str:
     return os.path.join(state_dir, f"{token}.cancel")
+
+
+def _supfile(state_dir: str, token: str) -> str:
+    return os.path.join(state_dir, f"{token}.sup")
+
+
+def _statusfile(state_dir: str, token: str) -> str:
+    return os.path.join(state_dir, f"{token}.status")
+
+
+def _write_durably(path: str, text: str) -> None:
+    """``text`` at ``path`` by an fsynced temporary file renamed into place, the folder fsynced."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        data = text.encode("ascii")
+        while data:
+            data = data[os.write(fd, data):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _forget_old_statuses(state_dir: str) -> None:
+    """A kept status is needed until the session has read it: before the next scoring starts."""
+    for name in os.listdir(state_dir):
+        if name.endswith((".status", ".status.tmp")):
+            try:
+                os.unlink(os.path.join(state_dir, name))
+            except FileNotFoundError:
+                pass
 
 
 def _account(spec: str) -> tuple[str, int, int, str]:
@@ -287,6 +335,9 @@ def run(args: "Args") -> int:
     started = time.monotonic()
     status: dict = {"returncode": 127, "timed_out": False, "cancelled": False}
     state = {"pid": 0, "cancelled": False, "timed_out": False}
+    if args.keep_status:
+        _forget_old_statuses(args.state_dir)
+        _write_durably(_supfile(args.state_dir, args.token), str(os.getpid()))
 
     def on_signal(signum, _frame):  # the exec's client went away or asked us to stop
         state["cancelled"] = True
@@ -305,6 +356,9 @@ def run(args: "Args") -> int:
     refused = find_links(args.guard_links, args.forbid) if args.guard_links else []
     if refused:
         status.update({"returncode": 126, "refused_links": refused, "duration_s": 0.0})
+        if args.keep_status:
+            _write_durably(_statusfile(args.state_dir, args.token), _json(status))
+            os.unlink(_supfile(args.state_dir, args.token))
         sys.stderr.write(marker + _json(status) + "\n")
         return 0
     try:
@@ -331,11 +385,6 @@ def run(args: "Args") -> int:
         status["timed_out"] = state["timed_out"]
         if os.path.exists(_cancelfile(args.state_dir, args.token)) or state["cancelled"]:
             status["cancelled"] = True
-        for path in (pidfile, _cancelfile(args.state_dir, args.token)):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
     if private_tmp is not None:
         import shutil
 
@@ -346,6 +395,14 @@ def run(args: "Args") -> int:
         status["result"] = result
     if args.guard_links:
         status["late_links"] = find_links(args.guard_links, args.forbid)
+    if args.keep_status:  # first: the exec's client may be gone, and the line below lost with it
+        _write_durably(_statusfile(args.state_dir, args.token), _json(status))
+    for path in (_pidfile(args.state_dir, args.token), _cancelfile(args.state_dir, args.token),
+                 _supfile(args.state_dir, args.token)):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
     sys.stdout.flush()
     sys.stderr.write(marker + _json(status) + "\n")
     sys.stderr.flush()
@@ -363,6 +420,63 @@ def cancel(args: "Args") -> int:
     return 0
 
 
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _runs_token(pid: int, token: str) -> bool:
+    """Whether ``pid`` is a supervisor of ``token`` (a pid alone may have been reused)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return token.encode() in fh.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _group(pgid: int) -> list[int]:
+    """The pids of process group ``pgid``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 2 and int(fields[2]) == pgid:
+            found.append(int(name))
+    return found
+
+
+def status_of(state_dir: str, token: str) -> str:
+    """The ``status`` verb's answer (see the module docstring), as one JSON line."""
+    try:
+        with open(_statusfile(state_dir, token)) as fh:
+            kept = fh.read().strip()
+    except FileNotFoundError:
+        kept = ""
+    if kept:
+        return '{"state": "finished", "status": ' + kept + "}"
+    sup = _read_int(_supfile(state_dir, token))
+    alive = sup is not None and _runs_token(sup, token)
+    pgid = _read_int(_pidfile(state_dir, token))
+    group = _group(pgid) if pgid else []
+    if alive or group:
+        return _json({"state": "running", "supervisor": sup if alive else None, "group": group})
+    return _json({"state": "gone" if sup is not None else "unknown"})
+
+
+def status(args: "Args") -> int:
+    sys.stdout.write(status_of(args.state_dir, args.token) + "\n")
+    return 0
+
+
 class Args:
     """The parsed command line (the grammar in the module docstring)."""
 
@@ -370,19 +484,21 @@ class Args:
         self.verb = ""
         self.token = self.state_dir = ""
         self.user = self.cwd = self.guard_links = None
+        self.keep_status = False
         self.timeout: float | None = None
         self.forbid: list[str] = []
         self.argv: list[str] = []
 
 
-USAGE = "usage: supervise.py run --token T --state-dir D [options] -- ARGV... | cancel --token T --state-dir D"
+USAGE = ("usage: supervise.py run --token T --state-dir D [options] -- ARGV... | cancel --token T --state-dir D"
+         " | status --token T --state-dir D")
 OPTIONS = {"--token": "token", "--state-dir": "state_dir", "--user": "user", "--cwd": "cwd", "--timeout": "timeout",
            "--guard-links": "guard_links", "--forbid": "forbid"}
 
 
 def parse(argv: list[str]) -> Args:
     a = Args()
-    if not argv or argv[0] not in ("run", "cancel"):
+    if not argv or argv[0] not in ("run", "cancel", "status"):
         raise SystemExit(USAGE)
     a.verb, rest = argv[0], argv[1:]
     i = 0
@@ -391,6 +507,10 @@ def parse(argv: list[str]) -> Args:
         if opt == "--":
             a.argv = rest[i + 1:]
             break
+        if opt == "--keep-status":
+            a.keep_status = True
+            i += 1
+            continue
         key, eq, val = opt.partition("=")
         if key not in OPTIONS:
             if a.verb == "run" and not opt.startswith("-"):  # ARGV without a "--" before it
@@ -417,7 +537,7 @@ def parse(argv: list[str]) -> Args:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    return {"run": run, "cancel": cancel}[args.verb](args)
+    return {"run": run, "cancel": cancel, "status": status}[args.verb](args)
 
 
 if __name__ == "__main__":

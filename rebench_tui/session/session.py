@@ -27,7 +27,7 @@ from ..catalog import Environment
 from ..clock import Clock, SystemClock, WorkingClock, crossed_warnings, format_hms
 from ..errors import RebenchError, SessionError
 from ..runtime import Runtime, Sandbox, SandboxSpec
-from ..runtime.base import ASSETS_DIR
+from ..runtime.base import ASSETS_DIR, ExecResult, exec_result
 from ..scoring import (ATTEMPT_KEY, Aggregation, Attempt, Direction, ScoreResult, attempt_fingerprint, counting_attempt,
                        group_attempts, json_score, normalize, parse_scorer_output)
 from ..secrets import Redactor
@@ -43,6 +43,7 @@ from .journal import StateCommit
 from .link import LinkMonitor
 from .lock import SessionLock
 from .remote_files import RemoteFileWatcher
+from .scoring_marker import SCORING_STATE, ScoringMarker
 from .records import ClockModel, CountingScore, Pause, ScoreRecord, SessionMeta
 
 META = "session.json"
@@ -89,8 +90,12 @@ class Session:
         self.aggregation = Aggregation(meta.aggregation)
         self.wclock = WorkingClock(meta.clock.to_state(), clock)
         self.redactor = Redactor(secrets)
+        # A scoring that was running when the app died: its row's time stays reserved until resume settles it.
+        self._interrupted = ScoringMarker.load(folder / STATE / SCORING_STATE)
         self.audit = AuditLog(folder / AUDIT, meta.run_id, clock, usage=self.wclock.used,
-                              redact=self.redactor.text if self.redactor else None)
+                              redact=self.redactor.text if self.redactor else None,
+                              held=(self._interrupted.called_at,) if self._interrupted else ())
+        self.resume_notes: list[str] = []  # what the participant is told on reopening (the screen, the CLI)
         self.history: list[ScoreRecord] = self._load_history()
         self.listeners: list[Listener] = []
         self.watcher: FileWatcher | FileRecorder | None = None
@@ -233,13 +238,15 @@ class Session:
             lock.release()
             raise
         session.lock = lock
+        interrupted = session._settle_interrupted_scoring()
         gap = None if last_wall is None else clock.time() - last_wall
         session.audit.append(log(
             f"session resumed on {socket.gethostname()}; working time {format_hms(session.wclock.used())}, clock "
             f"{'running' if session.wclock.running else 'paused'}"
             + (f"; {format_hms(gap)} since the last record" if gap is not None else ""),
             {"event": "session_resumed", "gap_s": gap, "clock_running": session.wclock.running, "lock": lock_note,
-             **({"recovered": session.recovered} if session.recovered else {})},
+             **({"recovered": session.recovered} if session.recovered else {}),
+             **({"interrupted_scoring": interrupted} if interrupted else {})},
             title="session",
         ))
         session._save()
@@ -481,22 +488,24 @@ class Session:
             attempt = self._attempt_info()  # which files this scoring scores: re-scores of them share it
             reservation = self.audit.reserve()
             argv = [self.sandbox.python, f"{self.sandbox.protected}/{self.env.manifest.score.scorer}"]
+            marker = ScoringMarker(token_hex(16), reservation[0], reservation[1], final, attempt, self.profile.score_timeout)
             try:
+                marker.save(self._marker_path)  # on disk before the scorer starts: a crash from here on is settled on resume
                 # Links into the protected area are looked for in the scorer's own exec, before and after it.
                 result = self.sandbox.exec(argv, user=self.env.manifest.score.user, timeout=self.profile.score_timeout,
                                            cancel=cancel, on_output=on_output, workdir=self.sandbox.home,
-                                           guard_links=self._guard_links)
+                                           guard_links=self._guard_links, token=marker.token)
             except Exception as exc:  # noqa: BLE001 - recorded, then raised as a readable error
                 self.audit.fill(reservation, {"type": "error", "from": "server", "detail": f"scoring could not run: {exc}",
                                               "trace": None, "extra": None})
+                ScoringMarker.clear(self._marker_path)
                 self._emit("error", str(exc))
                 raise RebenchError(f"scoring could not run: {exc}", kept="every earlier record",
                                    fix="check the container (`rebench-tui doctor`), then score again") from exc
             if result.refused_links:
                 links = result.refused_links
+                self._fill_refused(reservation, links)
                 names = ", ".join(link for link, _target in links[:5])
-                self.audit.fill(reservation, log(f"scoring refused: {len(links)} link(s) in the workspace lead into the protected "
-                                                 f"area: {names}", {"event": "score_refused", "links": links}, title="score"))
                 raise SessionError(f"scoring refused: {len(links)} symbolic link(s) in your files lead where the scorer's "
                                    f"held-out data is ({names}); the scorer runs as root and would follow them",
                                    kept="every record; the scorer did not run",
@@ -504,41 +513,128 @@ class Session:
             if result.cancelled:
                 self.audit.fill(reservation, log("scoring cancelled by the participant", {"event": "score_cancelled",
                                                                                           "duration_s": result.duration_s}, title="score"))
+                ScoringMarker.clear(self._marker_path)
                 return None
-            parsed = self._redacted(parse_scorer_output(result.result, result.stdout, result.stderr, result.exit_code,
-                                                         timed_out=result.timed_out))
-            parsed = self._with_scorer_identity(parsed)
-            late = result.late_links
-            if late:  # made while the scorer ran: what it printed may hold what they point at; none of it is kept
-                parsed = ScoreResult(math.nan, {"error": "links into the protected area appeared during scoring; the result "
-                                                         "is withheld: " + ", ".join(link for link, _t in late[:5])},
-                                     {"withheld": True, "links": late, "exit_code": result.exit_code})
+            parsed = self._parsed(result)
             details = {**parsed.details, "duration_s": round(result.duration_s, 3), "final": final, ATTEMPT_KEY: attempt}
             if result.timed_out:
                 details["timeout_s"] = self.profile.score_timeout
-            record = ScoreRecord(len(self.history) + 1, reservation[0], (reservation[1] or 0.0), parsed.score,
-                                 self._normalize(parsed.score), parsed.message, details, result.duration_s,
-                                 fingerprint=attempt.get("fingerprint"), n_files=attempt.get("n_files"))
-            try:
-                self.audit.fill(reservation, {"type": "intermediateScore", "score": json_score(parsed.score),
-                                              "message": parsed.message, "details": details})
-            except AuditWriteError:
-                # The row waits in the log's queue and is written by the next successful write; its
-                # score-log row waits here, so the two logs keep agreeing.
-                self.history.append(record)
-                self._score_log_backlog.append((reservation[0] / 1000, parsed.score, parsed.message, details))
-                raise
-            self._score_log_backlog.append((reservation[0] / 1000, parsed.score, parsed.message, details))
-            self._flush_score_log()
-            self.history.append(record)
-            if self.store is not None:
-                self.store.add_score(self.id, record.attempt, record.called_at_ms, record.working_s, record.score,
-                                     record.normalized, record.message, fingerprint=record.fingerprint)
-                self._index()
-            self._emit("score", record)
-            return record
+            return self._record_score(reservation, parsed, details, result.duration_s, attempt)
         finally:
             self._score_lock.release()
+
+    @property
+    def _marker_path(self) -> Path:
+        return self.folder / STATE / SCORING_STATE
+
+    def _fill_refused(self, reservation: tuple[int, float | None], links: list[list[str]]) -> None:
+        names = ", ".join(link for link, _target in links[:5])
+        self.audit.fill(reservation, log(f"scoring refused: {len(links)} link(s) in the workspace lead into the protected "
+                                         f"area: {names}", {"event": "score_refused", "links": links}, title="score"))
+        ScoringMarker.clear(self._marker_path)
+
+    def _parsed(self, result: ExecResult) -> ScoreResult:
+        """The scorer's result as recorded: from its result channel (``parse_scorer_output``),
+        secrets redacted, the scorer's identity added, withheld if links into the protected area
+        appeared while it ran."""
+        parsed = self._redacted(parse_scorer_output(result.result, result.stdout, result.stderr, result.exit_code,
+                                                     timed_out=result.timed_out))
+        parsed = self._with_scorer_identity(parsed)
+        late = result.late_links
+        if late:  # made while the scorer ran: what it printed may hold what they point at; none of it is kept
+            parsed = ScoreResult(math.nan, {"error": "links into the protected area appeared during scoring; the result "
+                                                     "is withheld: " + ", ".join(link for link, _t in late[:5])},
+                                 {"withheld": True, "links": late, "exit_code": result.exit_code})
+        return parsed
+
+    def _record_score(self, reservation: tuple[int, float | None], parsed: ScoreResult, details: dict[str, Any],
+                      duration_s: float, attempt: dict[str, Any]) -> ScoreRecord:
+        """Write a scoring's row into its reservation, then the score log, the history and the index."""
+        record = ScoreRecord(len(self.history) + 1, reservation[0], (reservation[1] or 0.0), parsed.score,
+                             self._normalize(parsed.score), parsed.message, details, duration_s,
+                             fingerprint=attempt.get("fingerprint"), n_files=attempt.get("n_files"))
+        try:
+            self.audit.fill(reservation, {"type": "intermediateScore", "score": json_score(parsed.score),
+                                          "message": parsed.message, "details": details})
+        except AuditWriteError:
+            # The row waits in the log's queue and is written by the next successful write; its
+            # score-log row waits here, so the two logs keep agreeing.
+            self.history.append(record)
+            self._score_log_backlog.append((reservation[0] / 1000, parsed.score, parsed.message, details))
+            raise  # the marker stays: if the row never reaches the disk, the next resume settles the scoring
+        ScoringMarker.clear(self._marker_path)
+        self._score_log_backlog.append((reservation[0] / 1000, parsed.score, parsed.message, details))
+        self._flush_score_log()
+        self.history.append(record)
+        if self.store is not None:
+            self.store.add_score(self.id, record.attempt, record.called_at_ms, record.working_s, record.score,
+                                 record.normalized, record.message, fingerprint=record.fingerprint)
+            self._index()
+        self._emit("score", record)
+        return record
+
+    def _settle_interrupted_scoring(self) -> dict[str, Any] | None:
+        """On reopening: record a scoring the app died during (``scoring_marker``). Its supervisor
+        in the sandbox is asked what became of it: finished, its result is collected and recorded
+        as any scoring's; still running, its process group is ended and it is recorded as
+        interrupted (score NaN) at its start time; no trace of it, interrupted all the same.
+        Returns what was done (for the resume row), and says it in ``resume_notes``."""
+        m = self._interrupted
+        self._interrupted = None
+        if m is None:
+            return None
+        if m.called_at not in self.audit._open:  # its row was written before the crash
+            ScoringMarker.clear(self._marker_path)
+            return None
+        reservation = (m.called_at, m.usage)
+        started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(m.called_at / 1000))
+        try:
+            answer = self.sandbox.end_exec(m.token)
+        except Exception as exc:  # noqa: BLE001 - the scoring is recorded all the same; the failure is said
+            answer = {"state": "unreachable", "error": f"{type(exc).__name__}: {exc}"[:500]}
+        state = answer.get("state")
+        kept = answer.get("status") if state == "finished" and isinstance(answer.get("status"), dict) else None
+        result = exec_result(kept, "", "") if kept is not None else None
+        info: dict[str, Any] = {"started_at_ms": m.called_at, "started_at": started, "token": m.token,
+                                "supervisor": {k: v for k, v in answer.items() if k != "status"}}
+        if result is not None and not result.cancelled:
+            # It ended by itself while no app ran: its result channel's content, read as any scoring's.
+            if result.refused_links:
+                self._fill_refused(reservation, result.refused_links)
+                note = f"The scoring started at {started} was refused by the scorer's link check while the app was closed."
+                self.resume_notes.append(note)
+                return {**info, "outcome": "refused"}
+            parsed = self._parsed(result)
+            info["outcome"] = "collected"
+            details = {**parsed.details, "duration_s": round(result.duration_s, 3), "final": m.final, ATTEMPT_KEY: m.attempt,
+                       "recovered": {**info, "note": "the app ended while the scorer ran; the scorer finished and its "
+                                                     "result was collected from the sandbox on resume"}}
+            if result.timed_out:
+                details["timeout_s"] = m.timeout_s
+            record = self._record_score(reservation, parsed, details, result.duration_s, m.attempt)
+            shown = "hidden" if self.hidden else f"{record.score:.6g}"
+            self.resume_notes.append(f"The scoring started at {started} finished while the app was closed; its result was "
+                                     f"collected and recorded as scoring {record.attempt} (score {shown}).")
+            return info
+        if result is not None:
+            info["outcome"], info["ran_s"] = "ended", round(result.duration_s, 3)
+            how = f"it had run {result.duration_s:.0f} s; its processes were ended on resume"
+        elif state == "running":
+            info["outcome"] = "still running"
+            how = "its processes could NOT be ended (see `docker top`); they may still use the machine"
+        elif state == "unreachable":
+            info["outcome"] = "unknown"
+            how = f"the sandbox could not be asked about it ({answer.get('error')})"
+        else:
+            info["outcome"] = "no trace"
+            how = "the sandbox kept no trace of it (the container restarted, or it never started)"
+        parsed = ScoreResult(math.nan, {"error": f"interrupted: the app ended while this scoring ran; {how}"}, {})
+        details = {"interrupted": info, "final": m.final, ATTEMPT_KEY: m.attempt,
+                   "duration_s": info.get("ran_s")}
+        record = self._record_score(reservation, parsed, details, float(info.get("ran_s") or 0.0), m.attempt)
+        self.resume_notes.append(f"The scoring started at {started} was interrupted when the app ended: {how}. "
+                                 f"It is recorded as scoring {record.attempt}, interrupted (it does not count); score again.")
+        return info
 
     def _attempt_info(self) -> dict[str, Any]:
         """The attempt fingerprint of the files about to be scored (``files.fingerprint``: every

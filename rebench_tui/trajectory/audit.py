@@ -141,7 +141,10 @@ def read_entries(path: Path) -> list[dict[str, Any]]:
 
 class AuditLog:
     def __init__(self, path: Path, run_id: int, clock: Clock, usage: UsageFn | None = None,
-                 redact: Redact | None = None) -> None:
+                 redact: Redact | None = None, held: tuple[int, ...] = ()) -> None:
+        """``held``: reservations (``calledAt``) made before a crash and kept by their owner (a
+        scoring that was running): unless a row already has that time, each stays open, and the
+        rows that waited behind it stay in the side journal until it is filled."""
         self.path = path
         self._redact = redact
         self.pending_path = path.with_name(path.name + ".pending")
@@ -161,11 +164,24 @@ class AuditLog:
         self.batches = 0  # writes done (one write and one fsync each)
         self._closed = False
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-writer")
+        times = set()
         for row in read_entries(path):
             self._last_called = max(self._last_called, int(row["calledAt"]))
             self._last_hash = row.get("hash", self._last_hash)
             self.count += 1
-        self._merge_pending()
+            times.add(int(row["calledAt"]))
+        if not self._hold(held, times):
+            self._merge_pending()
+
+    def _hold(self, held: tuple[int, ...], times: set[int]) -> bool:
+        """Keep ``held`` reservations open (those no row has filled); whether any is."""
+        if not held:
+            return False
+        waiting = [int(r["calledAt"]) for r in read_entries(self.pending_path)]
+        self._open = {int(c) for c in held} - times - set(waiting)
+        if self._open:  # new rows go after those waiting; all are merged once these are filled
+            self._last_called = max([self._last_called, *waiting, *self._open])
+        return bool(self._open)
 
     def _enqueue(self, rows: list[dict[str, Any]]) -> tuple[Future[None], list[dict[str, Any]]]:
         """Chain rows and queue them for the writer (caller holds ``_lock``); returns the write to

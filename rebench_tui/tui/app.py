@@ -105,6 +105,9 @@ class RebenchApp(App[None]):
         self.set_interval(self.tick_s, self.refresh_clock)
         if self.session.finished:
             self.query_one(FileFeed).add_line("this session is finished: records are read-only, scoring is closed")
+        for note in self.session.resume_notes:  # e.g. a scoring the app died during, settled on reopening
+            self.query_one(FileFeed).add_line(note)
+            self.notify(note, severity="warning", timeout=30)
         # The screen's long-lived objects (widgets, styles, the session) leave the cyclic collector's
         # view: during a file flood its full passes over them paused the screen for up to ~90 ms.
         gc.freeze()
