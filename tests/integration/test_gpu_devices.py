@@ -69,7 +69,7 @@ def _write_hosts(f: Path, dev: Path, driver: Path | None, mode: str = "auto") ->
 
 
 @pytest.fixture
-def fake_gpu_host(tmp_path, monkeypatch, docker_client):
+def fake_gpu_host(tmp_path, monkeypatch, docker_client, settings):
     if "nvidia" in (docker_client.info().get("Runtimes") or {}):
         pytest.skip("this engine has the NVIDIA runtime: auto mode picks the toolkit there")
     root = tmp_path / "host"
@@ -89,6 +89,7 @@ def fake_gpu_host(tmp_path, monkeypatch, docker_client):
         p.chmod(0o755)
     f = tmp_path / "hosts.toml"
     _write_hosts(f, dev, driver)
+    settings.hosts_file = f                         # the tests' settings, and the CLI's (from the environment)
     monkeypatch.setenv("REBENCH_HOSTS_FILE", str(f))
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     return FakeHost(root, dev, driver, f)
@@ -231,7 +232,7 @@ def test_an_image_the_host_provides_is_used_as_it_is_and_a_missing_one_is_named(
         f = tmp_path / "hosts.toml"
         f.write_text('[[host]]\nlabel = "offline"\nurl = "unix:///var/run/docker.sock"\n'
                      'images = { base = "rebench-test/provided-base:itest", torch-cpu = "rebench-test/absent:1" }\n')
-        monkeypatch.setenv("REBENCH_HOSTS_FILE", str(f))
+        settings.hosts_file = f
         monkeypatch.delenv("DOCKER_HOST", raising=False)
         docker_runtime.host_config = load_hosts(f)[0]
         said: list[str] = []
