@@ -17,6 +17,10 @@ skips writes that leave the content as it was, so rows < writes by design. No re
 file's final content, (c) no path has more rows than writes, and (d) the file rows in the audit
 log equal the changes the watcher produced (``FileWatcher.total_changes``). Also reported: how
 long after the flood ends the last change is recorded (record lag).
+
+Audit writers, same run (``--audit both``, the default): each run is done with the current writer
+(``new``) and with the previous group commit kept in ``benchmarks/baseline/`` (``old``), back to
+back, so both see the same minute's load.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, dump, header, load, median, parser, pct, verdict  # noqa: E402
+from common import AUDIT_CHOICES, ROOT, audit_option, dump, header, load, median, parser, pct, sessions_use_audit, verdict  # noqa: E402
 
 SIZE = (140, 42)
 
@@ -175,32 +179,39 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=500, help="distinct files written round-robin (default 500)")
     ap.add_argument("--in-process", action="store_true",
                     help="run the file watcher in the app's process (the design before the file recorder process)")
+    audit_option(ap)
     args = ap.parse_args()
-    header(f"key-to-screen latency under {args.rate} file writes/s for {args.seconds:g} s ({args.files} files)"
-           + (" [watcher in the app's process]" if args.in_process else ""))
+    writers = AUDIT_CHOICES[args.audit]
+    header(f"key-to-screen latency under {args.rate} file writes/s for {args.seconds:g} s ({args.files} files), "
+           f"audit writer {' vs '.join(writers)}" + (" [watcher in the app's process]" if args.in_process else ""))
     base = Path(__file__).resolve().parent / ".tmp"
     base.mkdir(parents=True, exist_ok=True)
-    runs = []
+    runs: dict[str, list[dict]] = {w: [] for w in writers}
     for r in range(args.runs):
-        with tempfile.TemporaryDirectory(dir=base) as d:
-            res = asyncio.run(one_run(Path(d), args.rate, args.seconds, args.files, args.in_process))
-        res["load"] = load()
-        idle, flood = res.pop("idle"), res.pop("flood")
-        res.update(idle_p50_ms=pct(idle, 50) * 1e3, idle_p99_ms=pct(idle, 99) * 1e3, p50_ms=pct(flood, 50) * 1e3,
-                   p99_ms=pct(flood, 99) * 1e3, max_ms=max(flood) * 1e3, presses=len(flood))
-        runs.append(res)
-        print(f"   run {r + 1}: writes {res['writes']} in {res['write_s']:.1f} s; presses {res['presses']}; "
-              f"key p50 {res['p50_ms']:.1f} ms p99 {res['p99_ms']:.1f} ms max {res['max_ms']:.0f} ms "
-              f"(idle p50 {res['idle_p50_ms']:.1f} p99 {res['idle_p99_ms']:.1f}); file rows {res['file_rows']} "
-              f"(raw events {res['raw_events']}); record lag {res['record_lag_s']:.2f} s; "
-              f"{'no record lost' if not res['problems'] else 'PROBLEMS: ' + '; '.join(res['problems'][:5])}; {res['load']}")
-    m = {k: median([x[k] for x in runs]) for k in ("p50_ms", "p99_ms", "idle_p50_ms", "idle_p99_ms", "record_lag_s", "file_rows")}
-    lost = any(x["problems"] for x in runs)
-    print(f"   median of {len(runs)}: under load p50 {m['p50_ms']:.1f} ms, p99 {m['p99_ms']:.1f} ms; "
-          f"baseline (no file traffic) p50 {m['idle_p50_ms']:.1f} ms, p99 {m['idle_p99_ms']:.1f} ms; "
-          f"record lag {m['record_lag_s']:.2f} s")
-    print(f"   goal p99 <= 50 ms: {verdict(m['p99_ms'] <= 50)}; goal no audit record lost: {verdict(not lost)}")
-    dump(args.json, {"median": m, "runs": runs})
+        for w in (writers if r % 2 == 0 else writers[::-1]):  # alternate which goes first
+            with tempfile.TemporaryDirectory(dir=base) as d, sessions_use_audit(w):
+                res = asyncio.run(one_run(Path(d), args.rate, args.seconds, args.files, args.in_process))
+            res["load"] = load()
+            idle, flood = res.pop("idle"), res.pop("flood")
+            res.update(idle_p50_ms=pct(idle, 50) * 1e3, idle_p99_ms=pct(idle, 99) * 1e3, p50_ms=pct(flood, 50) * 1e3,
+                       p99_ms=pct(flood, 99) * 1e3, max_ms=max(flood) * 1e3, presses=len(flood))
+            runs[w].append(res)
+            print(f"   run {r + 1} [{w}]: writes {res['writes']} in {res['write_s']:.1f} s; presses {res['presses']}; "
+                  f"key p50 {res['p50_ms']:.1f} ms p99 {res['p99_ms']:.1f} ms max {res['max_ms']:.0f} ms "
+                  f"(idle p50 {res['idle_p50_ms']:.1f} p99 {res['idle_p99_ms']:.1f}); file rows {res['file_rows']} "
+                  f"(raw events {res['raw_events']}); record lag {res['record_lag_s']:.2f} s; "
+                  f"{'no record lost' if not res['problems'] else 'PROBLEMS: ' + '; '.join(res['problems'][:5])}; {res['load']}",
+                  flush=True)
+    summary = {}
+    for w in writers:
+        m = {k: median([x[k] for x in runs[w]]) for k in ("p50_ms", "p99_ms", "idle_p50_ms", "idle_p99_ms", "record_lag_s", "file_rows")}
+        lost = any(x["problems"] for x in runs[w])
+        summary[w] = {"median": m, "lost": lost, "runs": runs[w]}
+        print(f"   [{w}] median of {len(runs[w])}: under load p50 {m['p50_ms']:.1f} ms, p99 {m['p99_ms']:.1f} ms; "
+              f"baseline (no file traffic) p50 {m['idle_p50_ms']:.1f} ms, p99 {m['idle_p99_ms']:.1f} ms; "
+              f"record lag {m['record_lag_s']:.2f} s")
+        print(f"   [{w}] goal p99 <= 50 ms: {verdict(m['p99_ms'] <= 50)}; goal no audit record lost: {verdict(not lost)}")
+    dump(args.json, summary)
 
 
 if __name__ == "__main__":

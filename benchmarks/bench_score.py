@@ -11,7 +11,11 @@ result, the fsynced audit row, the score log, the SQLite index and the screen up
 
 Baseline, same run, same container, interleaved with the measured presses:
 ``docker exec -u root -w /home/agent <container> python3 /protected/score.py`` (the CLI; also
-reported: the same exec through the Docker SDK the app uses). Goal: <= 1.05x baseline + 50 ms.
+reported: the same exec through the Docker SDK the app uses). Goal: <= 1.5x baseline + 50 ms.
+
+Audit writers, same run (``--audit both``, the default): each run is done with the current writer
+(``new``) and with the previous group commit kept in ``benchmarks/baseline/`` (``old``), back to
+back, each in a session and container of its own.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, dump, header, load, median, parser, verdict  # noqa: E402
+from common import AUDIT_CHOICES, ROOT, audit_option, dump, header, load, median, parser, sessions_use_audit, verdict  # noqa: E402
 
 SIZE = (140, 42)
 
@@ -108,25 +112,31 @@ async def one_run(base: Path, n: int) -> dict:
 def main() -> None:
     ap = parser(__doc__.splitlines()[0], runs=3)
     ap.add_argument("-n", type=int, default=8, help="round trips per run (default 8)")
+    audit_option(ap)
     args = ap.parse_args()
-    header("score round trip: key to result on screen vs raw docker exec (toy_score, Docker)")
+    writers = AUDIT_CHOICES[args.audit]
+    header(f"score round trip: key to result on screen vs raw docker exec (toy_score, Docker), audit writer {' vs '.join(writers)}")
     base = Path(__file__).resolve().parent / ".tmp"
     base.mkdir(parents=True, exist_ok=True)
-    runs = []
+    runs: dict[str, list[dict]] = {w: [] for w in writers}
     for r in range(args.runs):
-        with tempfile.TemporaryDirectory(dir=base) as d:
-            res = asyncio.run(one_run(Path(d), args.n))
-        m = {k: median(v) * 1e3 for k, v in res.items()}
-        m["load"] = load()
-        runs.append({**m, "samples_ms": {k: [round(x * 1e3, 1) for x in v] for k, v in res.items()}})
-        print(f"   run {r + 1}: app {m['app']:.0f} ms, docker exec (CLI) {m['cli']:.0f} ms, SDK exec {m['sdk']:.0f} ms "
-              f"(medians of {args.n}); {m['load']}")
-    app, cli, sdk = (median([x[k] for x in runs]) for k in ("app", "cli", "sdk"))
-    allowed = 1.05 * cli + 50
-    print(f"   median of {len(runs)} runs: app {app:.0f} ms vs docker exec {cli:.0f} ms = {app / cli:.2f}x "
-          f"(+{app - cli:.0f} ms); SDK exec {sdk:.0f} ms")
-    print(f"   goal <= 1.05x + 50 ms = {allowed:.0f} ms: {verdict(app <= allowed)}")
-    dump(args.json, {"app_ms": app, "cli_ms": cli, "sdk_ms": sdk, "runs": runs})
+        for w in (writers if r % 2 == 0 else writers[::-1]):  # alternate which goes first
+            with tempfile.TemporaryDirectory(dir=base) as d, sessions_use_audit(w):
+                res = asyncio.run(one_run(Path(d), args.n))
+            m = {k: median(v) * 1e3 for k, v in res.items()}
+            m["load"] = load()
+            runs[w].append({**m, "samples_ms": {k: [round(x * 1e3, 1) for x in v] for k, v in res.items()}})
+            print(f"   run {r + 1} [{w}]: app {m['app']:.0f} ms, docker exec (CLI) {m['cli']:.0f} ms, SDK exec {m['sdk']:.0f} ms "
+                  f"(medians of {args.n}); {m['load']}", flush=True)
+    summary = {}
+    for w in writers:
+        app, cli, sdk = (median([x[k] for x in runs[w]]) for k in ("app", "cli", "sdk"))
+        allowed = 1.5 * cli + 50
+        summary[w] = {"app_ms": app, "cli_ms": cli, "sdk_ms": sdk, "runs": runs[w]}
+        print(f"   [{w}] median of {len(runs[w])} runs: app {app:.0f} ms vs docker exec {cli:.0f} ms = {app / cli:.2f}x "
+              f"(+{app - cli:.0f} ms); SDK exec {sdk:.0f} ms")
+        print(f"   [{w}] goal <= 1.5x + 50 ms = {allowed:.0f} ms: {verdict(app <= allowed)}")
+    dump(args.json, summary)
 
 
 if __name__ == "__main__":

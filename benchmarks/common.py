@@ -7,6 +7,8 @@ average (the machine is shared), and repeats the measurement ``--runs`` times (m
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -78,3 +80,54 @@ def verdict(ok: bool) -> str:
 def dump(path: Path | None, data: dict) -> None:
     if path is not None:
         path.write_text(json.dumps(data, indent=2, default=str))
+
+
+# -- the audit writer under test: the current one, or the one before issue 15 item 5 -------------
+BASELINE_AUDIT = Path(__file__).resolve().parent / "baseline" / "audit_group_commit.py"
+AUDIT_CHOICES = {"both": ("old", "new"), "old": ("old",), "new": ("new",)}
+
+
+def audit_class(which: str | Path):
+    """``AuditLog`` of this checkout ("new"), of the copy of the previous writer kept under
+    ``benchmarks/baseline/`` ("old"), or of any other ``audit.py`` given as a path."""
+    if which == "new":
+        from rebench_tui.trajectory.audit import AuditLog
+        return AuditLog
+    path = BASELINE_AUDIT if which == "old" else Path(which)
+    name = f"rebench_tui.trajectory._audit_{'old' if which == 'old' else path.stem}"
+    if name not in sys.modules:  # loaded inside the package, so its relative imports resolve
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name].AuditLog
+
+
+def audit_option(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--audit", choices=sorted(AUDIT_CHOICES), default="both",
+                    help="audit writer to measure: the current one (new), the previous group commit kept in "
+                         "benchmarks/baseline/ (old), or both, runs alternating (default)")
+
+
+@contextlib.contextmanager
+def sessions_use_audit(which: str):
+    """Sessions created inside the block write their audit log with that writer."""
+    import inspect
+
+    import rebench_tui.session.session as session_mod
+
+    cls = audit_class(which)
+    accepted = set(inspect.signature(cls).parameters)
+
+    def make(*args, **kwargs):  # arguments newer sessions pass and this writer lacks, while unused (e.g. held=())
+        extra = {k: v for k, v in kwargs.items() if k not in accepted}
+        if any(extra.values()):
+            raise RuntimeError(f"the {which} audit writer cannot take {sorted(extra)}")
+        return cls(*args, **{k: v for k, v in kwargs.items() if k in accepted})
+
+    real = session_mod.AuditLog
+    session_mod.AuditLog = make
+    try:
+        yield
+    finally:
+        session_mod.AuditLog = real

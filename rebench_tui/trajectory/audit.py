@@ -16,14 +16,14 @@ One writer thread: a row is validated and given its random index first, then sta
 and queued under the log's lock (so file order, ``calledAt`` order and the chain agree). The
 log's writer thread (a one-thread executor: its tasks run one at a time, in the order they were
 asked for) has one task, a write: it takes everything queued at that moment and writes it with
-one ``write`` and one ``fsync``. A caller waits for the write scheduled to take its rows: the
-next one that has not started yet, or a new one. So rows queued while a write is under way go
-together in the next, concurrent writers (the file recorder, the command collector, the clock, a
-scoring) share fsyncs, and no call returns before its own row is on disk. If a write fails (a
-full disk), the file is cut back to its last whole line, the lines are held in order and go
-first in the next write. Every caller whose rows that write carried gets the error; nothing is
-acknowledged before it is on disk. :meth:`AuditLog.flush` waits for everything queued and
-retries held rows; :meth:`AuditLog.close` flushes and ends the writer thread.
+one ``write`` and one ``fsync``. A caller that has queued rows waits for the write that will
+take them: the next one that has not started yet, or a new one. So rows queued while a write is
+under way go together in the next, concurrent writers (the file recorder, the command collector,
+the clock, a scoring) share fsyncs, and no call returns before its own row is on disk. If a
+write fails (a full disk), the file is cut back to its last whole line, the lines are held in
+order and go first in the next write. Every caller whose rows that write carried gets the error;
+nothing is acknowledged before it is on disk. :meth:`AuditLog.flush` waits for everything queued
+and retries held rows; :meth:`AuditLog.close` flushes and ends the writer thread.
 """
 
 from __future__ import annotations
@@ -183,9 +183,10 @@ class AuditLog:
             self._last_called = max([self._last_called, *waiting, *self._open])
         return bool(self._open)
 
-    def _enqueue(self, rows: list[dict[str, Any]]) -> tuple[Future[None], list[dict[str, Any]]]:
-        """Chain rows and queue them for the writer (caller holds ``_lock``); returns the write to
-        wait for and the rows as written (with their hashes)."""
+    def _enqueue(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Chain rows and queue them for the writer (caller holds ``_lock``); returns the rows as
+        written (with their hashes). No write is asked for until someone waits (``_wait_durable``),
+        so a burst queued in chunks goes to disk in one write, not one per chunk."""
         lines = []
         written = []
         for row in rows:
@@ -197,9 +198,8 @@ class AuditLog:
         with self._qlock:
             self._queue.extend(lines)
             self._queued += len(lines)
-            write = self._schedule()
         self.count += len(lines)
-        return write, written
+        return written
 
     def _schedule(self) -> Future[None]:
         """The write that will take what is queued now: the scheduled one that has not started
@@ -224,9 +224,11 @@ class AuditLog:
             raise
         self.batches += 1
 
-    def _wait_durable(self, write: Future[None]) -> None:
-        """Return once ``write`` is on disk; raise if it failed. Called outside ``_lock``, so
-        others queue rows meanwhile."""
+    def _wait_durable(self) -> None:
+        """Return once every row queued before this call is on disk; raise if the write that
+        carried them failed. Called outside ``_lock``, so others queue rows meanwhile."""
+        with self._qlock:
+            write = self._schedule()
         try:
             write.result()
         except OSError as exc:
@@ -242,11 +244,8 @@ class AuditLog:
 
     def flush(self) -> None:
         """Wait until every row queued so far is durable (and retry rows held by a failed write)."""
-        with self._qlock:
-            if self._closed:
-                return  # close wrote everything, and nothing can be queued since
-            write = self._schedule()
-        self._wait_durable(write)
+        if not self._closed:  # close wrote everything, and nothing can be queued since
+            self._wait_durable()
 
     def close(self) -> None:
         """Flush, then end the writer thread. If the flush fails the log stays open (nothing held
@@ -264,8 +263,8 @@ class AuditLog:
 
     def _commit(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Chain and append rows durably (caller holds ``_lock``); returns them with their hashes."""
-        write, written = self._enqueue(rows)
-        self._wait_durable(write)
+        written = self._enqueue(rows)
+        self._wait_durable()
         return written
 
     # -- time ---------------------------------------------------------------------------
@@ -310,8 +309,8 @@ class AuditLog:
             if self._open:
                 _fsync_append(self.pending_path, [self._plain(row)])
                 return row
-            write, written = self._enqueue([row])
-        self._wait_durable(write)  # outside the lock: other writers queue rows into the same write meanwhile
+            written = self._enqueue([row])
+        self._wait_durable()  # outside the lock: other writers queue rows into the same write meanwhile
         return written[0]
 
     def append_many(self, contents: list[BaseModel | dict[str, Any]], *, interleave: bool = False) -> int:
@@ -322,7 +321,7 @@ class AuditLog:
         (a key press on the screen's thread) waits for one chunk, not for a burst of thousands.
         Either way the call returns once all its rows are durable."""
         step = CHUNK if interleave else max(1, len(contents))
-        write: Future[None] | None = None
+        queued = False
         for at in range(0, len(contents), step):
             prepared = [self._prepare(c) for c in contents[at:at + step]]
             with self._lock:
@@ -332,9 +331,10 @@ class AuditLog:
                 if self._open:
                     _fsync_append(self.pending_path, [self._plain(r) for r in rows])
                     continue
-                write, _rows = self._enqueue(rows)
-        if write is not None:  # writes go in order: once the last chunk's is on disk, all are
-            self._wait_durable(write)
+                self._enqueue(rows)
+                queued = True
+        if queued:  # one write takes every chunk queued before it (and whatever others queued)
+            self._wait_durable()
         return len(contents)
 
     def reserve(self) -> tuple[int, float | None]:
