@@ -462,6 +462,10 @@ async def drive(run: Run, args: argparse.Namespace) -> None:
                 run.check(session.finished and rec is not None and rec.valid, "submitted: finished with a finite final score")
                 final = session.final()
                 run.facts["counts"] = None if final is None else {"score": final.score, "n": final.n, "attempt": final.attempt}
+                same = [x for x in run.facts["scores"][:-1] if x["solution"] == solution and x["valid"]]
+                if same and rec is not None:  # the shell, the note and the pause changed none of the scored files
+                    run.check(fact["attempt"] == same[-1]["attempt"],
+                              f"the final scoring is a re-score of the {solution} attempt (same files: same fingerprint)")
 
             with run.step("quit"):
                 await pilot.press("q")

@@ -34,7 +34,7 @@ from ..hashing import sha256_file
 
 DEFAULT_IGNORE: tuple[str, ...] = (
     "__pycache__", "*.pyc", ".cache", ".triton", ".git", ".ipynb_checkpoints", "*.swp", "*.swx", "*~",
-    ".nv", ".local/share/Trash", ".viminfo", ".lesshst", ".python_history",
+    ".nv", ".local/share/Trash", ".viminfo", ".lesshst", ".python_history", ".bash_history",
 )
 TEXT_LIMIT = 256 * 1024  # files up to this size are diffed when they are text
 DIFF_LIMIT = 64 * 1024  # a diff longer than this is cut (the note says how much)

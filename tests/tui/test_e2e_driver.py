@@ -42,7 +42,8 @@ def test_a_whole_session_of_the_toy_environment_with_every_comparison(docker_cli
     assert "e2e-shell-agent" in s["shell"]["output_tail"]           # typed as the participant, in the container
     assert s["verify"]["exit"] == 0 and s["export"]["status"] == "success" and s["export"]["events"]["tool"] == 3
     assert s["export"]["scores"] == {"rebench_score": 2.0}
-    assert s["counts"]["score"] == 2.0 and s["gpu_mode"] == "none"
+    assert s["counts"] == {"score": 2.0, "n": 2, "attempt": 2}         # reference and final: one attempt, two scorings
+    assert s["gpu_mode"] == "none"
     assert 0 < s["container_ready_s"] <= s["screen_ready_s"]
     for step in ("screen up", "note", "pause and resume", "quit", "rebench-tui verify"):
         assert step in s["step_s"]

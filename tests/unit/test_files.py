@@ -69,6 +69,7 @@ def test_ignore_rules():
     assert is_ignored(".cache/triton/abc")
     assert is_ignored("a/.git/objects/12")
     assert is_ignored("notes.txt.swp")
+    assert is_ignored(".bash_history")  # the shell key's bash writes it on exit: not a new attempt
     assert not is_ignored("solution/solution.py")
     assert not is_ignored("cache.py")
 
