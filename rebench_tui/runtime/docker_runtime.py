@@ -601,8 +601,12 @@ class DockerRuntime(Runtime):
                  f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}"]
         if any(str(m.get("Destination", "")).startswith(NVIDIA_ROOT) for m in (container.attrs or {}).get("Mounts") or []):
             # devices mode: the driver's libraries reach every process through the linker's cache
-            # (the participant's login shell and the scorer's clean environments included)
+            # (the participant's login shell and the scorer's clean environments included). Libraries
+            # mounted one by one come by soname; Triton links its launcher with -lcuda, which needs
+            # the unversioned libcuda.so beside them (a read-only driver folder has its own, or not).
+            lib = NVIDIA_LIB_DIRS[0]
             steps.append(f"printf '%s\\n' {' '.join(NVIDIA_LIB_DIRS)} > /etc/ld.so.conf.d/000-rebench-nvidia.conf && "
+                         f"{{ [ ! -e {lib}/libcuda.so.1 ] || [ -e {lib}/libcuda.so ] || ln -s libcuda.so.1 {lib}/libcuda.so 2>/dev/null || true; }} && "
                          "{ ldconfig 2>/dev/null || true; }")
         if fresh:
             paths = " ".join(shlex.quote(f"{PROTECTED}/{name}") for name in

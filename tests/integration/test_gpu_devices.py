@@ -250,3 +250,27 @@ def test_an_image_the_host_provides_is_used_as_it_is_and_a_missing_one_is_named(
         assert found["base image"].status == "ok" and "provided by the host" in found["base image"].detail
     finally:
         docker_client.images.remove("rebench-test/provided-base:itest")
+
+
+def test_driver_libraries_found_with_ldconfig_are_mounted_one_by_one(fake_gpu_host, docker_runtime, settings, gpu_env,
+                                                                    open_sessions):
+    """Without driver_dir, what the host's `ldconfig -p` lists is mounted file by file. This
+    machine's ldconfig cache has no NVIDIA driver, so the look's listing is replaced by one naming
+    the stand-in files (the only stand-in here); the decision, the mounts and the container are real."""
+    from rebench_tui.runtime.gpus import decide, parse_look
+
+    d, drv = fake_gpu_host.dev, fake_gpu_host.driver
+    listing = "".join(f"node {n}\n" for n in ("nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"))
+    listing += f"ld \tlibcuda.so.1 (libc6,x86-64) => {drv}/lib64/libcuda.so.1\ntool nvidia-smi {drv}/bin/nvidia-smi\n"
+    support = decide("auto", False, parse_look(listing), device_dir=str(d))
+    assert support.usable and "1 libraries found with the host's `ldconfig -p` (libcuda.so.1) and nvidia-smi" in support.why
+    docker_runtime._gpu_support = support
+    s = Session.create(gpu_env, "gpu", docker_runtime, settings.sessions)
+    open_sessions.append(s)
+    mounts = {m["Destination"]: (m["Source"], m["RW"]) for m in s.sandbox.container.attrs["Mounts"]}
+    assert mounts["/usr/local/nvidia/lib64/libcuda.so.1"] == (f"{drv}/lib64/libcuda.so.1", False)
+    assert mounts["/usr/local/nvidia/bin/nvidia-smi"] == (f"{drv}/bin/nvidia-smi", False)
+    seen = s.sandbox.exec(["sh", "-c", "cd /usr/local/nvidia/lib64 && ls && readlink libcuda.so && nvidia-smi"])
+    # libcuda.so (Triton links its launcher with -lcuda) is made beside the soname in the container
+    assert seen.stdout.splitlines() == ["libcuda.so", "libcuda.so.1", "libcuda.so.1",
+                                        "0, GPU-00000000-0000-0000-0000-000000000002, Stand-in GPU, 81559, 0"], seen
