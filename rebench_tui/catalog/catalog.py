@@ -11,6 +11,7 @@ from typing import Iterable
 from pydantic import ValidationError
 
 from ..errors import CatalogError
+from .anchors import PUBLISHED_FILE, SAME, Published, PublishedEnv, load_published
 from .manifest import Environment, Manifest
 
 MANIFEST = "environment.toml"
@@ -34,6 +35,7 @@ class Catalog:
     root: Path
     environments: dict[str, Environment] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    published: Published | None = None  # METR's figures (root/published.toml)
 
     def get(self, env_id: str) -> Environment:
         if env_id in self.environments:
@@ -75,7 +77,48 @@ def _inside(base: Path, rel: str) -> bool:
         return False
 
 
-def load_environment(folder: Path, known_images: Iterable[str] | None = None) -> tuple[Environment | None, list[Problem]]:
+def _anchor_problems(manifest_path: Path, manifest: Manifest, published: PublishedEnv | None,
+                     published_path: Path | None) -> list[Problem]:
+    """A profile that says its figures are METR's must carry exactly the published ones."""
+    out = []
+    for name, prof in manifest.profiles.items():
+        if prof.anchors != "published":
+            continue
+        where = f"profiles.{name}.anchors"
+        if published is None:
+            out.append(Problem(manifest_path, where, f"says 'published', but {published_path or PUBLISHED_FILE} has no "
+                                                     f"figures for {manifest.id!r}"))
+        elif abs(published.start - prof.start_score) >= SAME or abs(published.reference - prof.reference_score) >= SAME:
+            out.append(Problem(manifest_path, where, f"says 'published', but start/reference {prof.start_score:g}/"
+                                                     f"{prof.reference_score:g} are not METR's {published.start:g}/"
+                                                     f"{published.reference:g} (use anchors = \"measured\")"))
+        elif published.family != manifest.family or published.direction != manifest.score.direction:
+            out.append(Problem(manifest_path, where, f"the published figures are for {published.family} "
+                                                     f"({published.direction.value} is better)"))
+    return out
+
+
+def _calibration_problems(folder: Path, manifest_path: Path, manifest: Manifest) -> list[Problem]:
+    """Files a calibration copies must be in the environment folder."""
+    out = []
+    for name, prof in manifest.profiles.items():
+        cal = prof.calibration
+        if cal is None:
+            continue
+        for side, setup in (("start", cal.start), ("reference", cal.reference)):
+            if setup is None:
+                continue
+            for dest, src in setup.files.items():
+                where = f"profiles.{name}.calibration.{side}.files.{dest}"
+                if not _inside(folder, src):
+                    out.append(Problem(manifest_path, where, f"{src!r} points outside the environment folder"))
+                elif not (folder / src).exists():
+                    out.append(Problem(manifest_path, where, f"{src!r} is not in the environment folder"))
+    return out
+
+
+def load_environment(folder: Path, known_images: Iterable[str] | None = None,
+                     published: Published | None = None) -> tuple[Environment | None, list[Problem]]:
     """Load one folder; return the environment (or None) and every problem found in it."""
     problems: list[Problem] = []
     manifest_path = folder / MANIFEST
@@ -141,6 +184,9 @@ def load_environment(folder: Path, known_images: Iterable[str] | None = None) ->
                 problems.append(Problem(manifest_path, "assets.prepare", f"{prep!r} points outside the environment folder"))
             elif not (folder / prep).is_file():
                 problems.append(Problem(manifest_path, "assets.prepare", f"{prep!r} is not a file in the environment folder"))
+        pub = published.get(manifest.id) if published is not None else None
+        problems += _anchor_problems(manifest_path, manifest, pub, published.path if published else None)
+        problems += _calibration_problems(folder, manifest_path, manifest)
         if known_images is not None:
             known = set(known_images)
             for name, prof in manifest.profiles.items():
@@ -149,7 +195,8 @@ def load_environment(folder: Path, known_images: Iterable[str] | None = None) ->
 
     if problems or manifest is None:
         return None, problems
-    return Environment(path=folder, manifest=manifest, instructions=text), []
+    pub = published.get(manifest.id) if published is not None else None
+    return Environment(path=folder, manifest=manifest, instructions=text, published=pub), []
 
 
 def load_catalog(root: Path, known_images: Iterable[str] | None = None) -> Catalog:
@@ -159,8 +206,12 @@ def load_catalog(root: Path, known_images: Iterable[str] | None = None) -> Catal
         catalog.problems.append(Problem(root, "", "environments folder not found"))
         return catalog
     known = list(known_images) if known_images is not None else None
+    published_path = root / PUBLISHED_FILE
+    if published_path.exists():  # a catalog without one (a test fixture) simply has no published figures
+        catalog.published, pub_problems = load_published(published_path)
+        catalog.problems += [Problem(published_path, f, m) for f, m in pub_problems]
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
-        env, problems = load_environment(folder, known)
+        env, problems = load_environment(folder, known, catalog.published)
         catalog.problems += problems
         if env is not None:
             catalog.environments[env.id] = env

@@ -6,13 +6,16 @@ import functools
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from ..clock import parse_duration
 from ..scoring import Aggregation, Direction
+
+if TYPE_CHECKING:
+    from .anchors import PublishedEnv
 
 PROFILE_NAMES = ("gpu", "smoke")
 
@@ -86,12 +89,71 @@ class TimeSpec(_Strict):
     limit: Duration = 8 * 3600.0
 
 
+def _home_relative(value: str) -> str:
+    p = PurePosixPath(value)
+    if not value or p.is_absolute() or ".." in p.parts or "\0" in value:
+        raise ValueError(f"{value!r} must be a path inside the participant's home (relative, no '..')")
+    return value
+
+
+HomePath = Annotated[str, BeforeValidator(lambda v: _home_relative(str(v)))]
+
+
+class SetupSpec(_Strict):
+    """How one solution is put in place in a fresh session before it is scored: repository files
+    copied into the participant's home, then an optional command run as the participant."""
+
+    # home path (relative) -> path in the environment folder (a file, or a folder merged into place)
+    files: dict[HomePath, str] = Field(default_factory=dict)
+    command: list[str] | None = Field(None, min_length=1, description="argv; `python3` is the sandbox's interpreter")
+    workdir: str = Field("", description="where the command runs, relative to the home ('' = the home)")
+    timeout: Duration = 1800.0
+
+    @model_validator(mode="after")
+    def _workdir_inside(self) -> "SetupSpec":
+        if self.workdir:
+            _home_relative(self.workdir)
+        return self
+
+
+class Tolerance(_Strict):
+    """How far a fresh calibration's medians may lie from the manifest's figures (the noise of this
+    profile's scores between prepares and machines); CI checks the figures against it."""
+
+    start: float = Field(ge=0)
+    reference: float = Field(ge=0)
+
+
+class CalibrationSpec(_Strict):
+    """What ``rebench-tui calibrate`` runs for a profile, as data: the reference solution (and any
+    step the starting one needs), or why the profile cannot be calibrated on this project's
+    machines."""
+
+    unavailable: str = Field("", description="why it cannot run here (no hub weights, a paid API): calibrate refuses, naming it")
+    start: SetupSpec = Field(default_factory=SetupSpec)
+    reference: SetupSpec | None = None
+    tolerance: Tolerance | None = None
+    # Secrets that only a stand-in service checks (any value works): drawn at random for a
+    # calibration when the user supplied none.
+    random_secrets: list[Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$")]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _reference_unless_unavailable(self) -> "CalibrationSpec":
+        if not self.unavailable and self.reference is None:
+            raise ValueError("give calibration.reference (how the reference solution is set up), or calibration.unavailable (why it cannot run here)")
+        return self
+
+
 class ProfileSpec(_Strict):
     description: str = ""
     base_image: str = Field(min_length=1)
     start_score: float
     reference_score: float
+    # published: METR's figures (environments/published.toml must hold exactly these);
+    # measured: measured by this project (`measured` says how); uncalibrated: a placeholder.
+    anchors: Literal["published", "measured", "uncalibrated"] = "measured"
     measured: str = Field("", description="how and where the start and reference scores were measured")
+    calibration: CalibrationSpec | None = None
     score_timeout: Duration | None = None
     env: dict[str, str] = Field(default_factory=dict)
     resources: ResourceOverride = Field(default_factory=ResourceOverride)
@@ -148,6 +210,8 @@ class Profile:
     services: tuple[tuple[str, ...], ...] = ()
     pids: int = DEFAULT_PIDS
     open_files: int = DEFAULT_OPEN_FILES
+    anchors: str = "measured"  # the kind of the manifest's figures: published | measured | uncalibrated
+    calibration: CalibrationSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +221,8 @@ class Environment:
     path: Path
     manifest: Manifest
     instructions: str
+    # METR's published figures for this environment (environments/published.toml), if any
+    published: "PublishedEnv | None" = None
 
     @property
     def id(self) -> str:
@@ -207,4 +273,6 @@ class Environment:
             open_files=over.open_files if over.open_files is not None else base.open_files,
             secrets=tuple(spec.secrets),
             services=tuple(tuple(cmd) for cmd in spec.services),
+            anchors=spec.anchors,
+            calibration=spec.calibration,
         )

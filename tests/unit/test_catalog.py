@@ -109,3 +109,67 @@ def test_unknown_environment_names_the_known_ones(catalog):
 def test_missing_environments_folder(tmp_path):
     cat = load_catalog(tmp_path / "nowhere")
     assert "environments folder not found" in str(cat.problems[0])
+
+
+# -- anchors: the published table and each profile's calibration table -----------------------------
+def test_published_figures_live_in_one_file_the_catalog_reads(catalog):
+    pub = catalog.published
+    assert pub is not None and pub.path == ROOT / "environments" / "published.toml"
+    assert sorted(pub.envs) == sorted(catalog.environments)
+    assert (pub.get("triton_cumsum").start, pub.get("triton_cumsum").reference) == (1.56, 0.47)
+    assert pub.source["by"] == "METR" and "H100" in pub.source["hardware"]
+    for env in catalog.environments.values():
+        gpu = env.profile("gpu")
+        assert env.published is pub.get(env.id)
+        if gpu.anchors == "published":
+            assert (gpu.start_score, gpu.reference_score) == (pub.get(env.id).start, pub.get(env.id).reference), env.id
+    # this project's own H200 figures are labelled as such, not as METR's
+    assert catalog.get("triton_cumsum").profile("gpu").anchors == "measured"
+
+
+def _with_published(root: Path) -> Path:
+    shutil.copy(ROOT / "environments" / "published.toml", root / "published.toml")
+    return root
+
+
+def test_a_profile_that_says_published_must_carry_the_published_figures(env_copy):
+    def edit(d: Path):
+        t = (d / "environment.toml").read_text().replace("start_score = 2.2\n", "start_score = 2.1\n")
+        (d / "environment.toml").write_text(t)
+
+    root = _with_published(env_copy(ROOT / "environments" / "fix_embedding", edit))
+    joined = "\n".join(map(str, load_catalog(root, KNOWN_IMAGES).problems))
+    assert "profiles.gpu.anchors: says 'published', but start/reference 2.1/0.26 are not METR's 2.2/0.26" in joined
+    (root / "published.toml").unlink()  # no published table beside it at all
+    assert "has no figures for 'fix_embedding'" in "\n".join(map(str, load_catalog(root, KNOWN_IMAGES).problems))
+
+
+def test_a_broken_published_table_is_reported(tmp_path):
+    shutil.copytree(ROOT / "tests" / "fixtures" / "environments" / "toy_score", tmp_path / "toy_score")
+    (tmp_path / "published.toml").write_text('[environments.toy]\nfamily = "x"\nstart = "high"\n')
+    joined = "\n".join(map(str, load_catalog(tmp_path, KNOWN_IMAGES).problems))
+    assert "published.toml: environments.toy: missing or mistyped" in joined and "start" in joined
+
+
+def test_calibration_tables_are_checked(tmp_path):
+    def copy(name: str, *subs: tuple[str, str]) -> str:
+        root = tmp_path / name
+        shutil.copytree(ROOT / "environments" / "triton_cumsum", root / "triton_cumsum")
+        t = (root / "triton_cumsum" / "environment.toml").read_text()
+        for a, b in subs:
+            assert a in t, a
+            t = t.replace(a, b)
+        (root / "triton_cumsum" / "environment.toml").write_text(t)
+        return "\n".join(map(str, load_catalog(root, KNOWN_IMAGES).problems))
+
+    assert ("profiles.smoke.calibration.reference.files.solution/solution.py: '../../etc/passwd' points outside"
+            in copy("a", ('"reference/smoke_solution.py"', '"../../etc/passwd"')))
+    assert "'reference/gone.py' is not in the environment folder" in copy("b", ('"reference/smoke_solution.py"', '"reference/gone.py"'))
+    assert "profiles.gpu.calibration: Value error, give calibration.reference" in copy(
+        "c", ('reference = { files = { "solution/solution.py" = "reference/solution.py" } }  # the Triton kernel',
+              'tolerance = { start = 1, reference = 1 }'))
+    assert "must be a path inside the participant's home" in copy(
+        "d", ('{ "solution/solution.py" = "reference/smoke_solution.py" }', '{ "/etc/cron.d/x" = "reference/smoke_solution.py" }'))
+    assert "must be a path inside the participant's home" in copy(
+        "e", ('{ "solution/solution.py" = "reference/smoke_solution.py" }',
+              '{ "solution/solution.py" = "reference/smoke_solution.py" }, command = ["true"], workdir = "../.."'))
