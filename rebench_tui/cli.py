@@ -93,32 +93,125 @@ def main() -> None:
     """A terminal workstation for human attempts at the RE-Bench environments."""
 
 
+def _id_column(t: Table, name: str, ids) -> None:
+    """A column of ids: never cut, never wrapped (ids are what users copy); others give way."""
+    t.add_column(name, no_wrap=True, overflow="ignore", min_width=max([len(name), *(len(i) for i in ids)]))
+
+
+def _anchors_here(env, profile: str, settings: Settings):
+    """(anchors in effect here, or None, and the problem reading a calibration file, or None)."""
+    from .catalog.anchors import AnchorsError, anchors_in_effect
+
+    try:
+        return anchors_in_effect(env, profile, settings.config_dir), None
+    except AnchorsError as exc:
+        return None, exc.what
+
+
 @main.command("list")
-@click.option("-v", "--verbose", is_flag=True, help="also say how each profile's start and reference scores were measured")
+@click.option("-v", "--verbose", is_flag=True, help="also say where each profile's start and reference scores come from "
+                                                    "(published, measured by the project, calibrated here) and how they were measured")
 def list_cmd(verbose: bool) -> None:
-    """Show the environments, their profiles' start and reference scores, and any problems in their folders."""
+    """Show the environments, their profiles' start and reference scores (the anchors), and any problems in their folders."""
     settings = _settings()
     cat = workstation.catalog(settings)
     t = Table(title=f"environments in {settings.environments}")
-    for col in ("id", "title", "METR task", "score", "profiles: start → reference (GPUs)", "time"):
+    _id_column(t, "id", cat.environments)
+    t.add_column("title")
+    t.add_column("METR task", overflow="fold")  # an id too: folded onto lines when narrow, never cut
+    for col in ("score", "profiles: start → reference (GPUs), anchors", "time"):
         t.add_column(col)
     for env in cat.environments.values():
         m = env.manifest
-        profiles = "\n".join(f"{p.name}: {p.start_score:.4g} → {p.reference_score:.4g} ({p.gpus})"
-                             for p in map(env.profile, env.profile_names))
+        lines = []
+        for p in map(env.profile, env.profile_names):
+            here, problem = _anchors_here(env, p.name, settings)
+            a = here if here is not None else None
+            start, ref = (a.start, a.reference) if a is not None else (p.start_score, p.reference_score)
+            tag = (a.kind if a.kind != "calibrated" else a.tag) if a is not None else "calibration file unreadable"
+            lines.append(f"{p.name}: {start:.4g} → {ref:.4g} ({p.gpus}), {tag}")
         t.add_row(env.id, m.title, f"{m.task_id} {m.version}", f"{m.score.direction.value} is better, {m.score.aggregation.value}"
-                  + (", hidden" if m.score.visibility == "hidden" else ""), profiles, format_hms(m.time.limit))
+                  + (", hidden" if m.score.visibility == "hidden" else ""), "\n".join(lines), format_hms(m.time.limit))
     out.print(t)
     if verbose:
+        from .catalog.anchors import manifest_anchors
+
         for env in cat.environments.values():
             for p in map(env.profile, env.profile_names):
+                mine = manifest_anchors(env, p.name)
                 out.print(f"[bold]{env.id}[/bold] {p.name}: start {p.start_score:g}, reference {p.reference_score:g}", highlight=False)
+                out.print(f"  manifest: {mine.kind} — {mine.summary}", highlight=False, markup=False)
+                here, problem = _anchors_here(env, p.name, settings)
+                if problem is not None:
+                    out.print(f"  in effect here: the manifest's, but {problem}", highlight=False, markup=False)
+                elif here is not None and here.kind == "calibrated":
+                    out.print(f"  in effect here: start {here.start:.6g}, reference {here.reference:.6g} — {here.summary} "
+                              f"({here.provenance.get('file')})", highlight=False, markup=False)
+                else:
+                    out.print("  in effect here: the manifest's (not calibrated on this host)", highlight=False, markup=False)
+                cal = p.calibration
+                if cal is None:
+                    out.print("  calibrate: no [calibration] table in its manifest", highlight=False, markup=False)
+                elif cal.unavailable:
+                    out.print(f"  calibrate: not here — {cal.unavailable}", highlight=False, markup=False)
+                else:
+                    out.print(f"  calibrate: rebench-tui calibrate {env.id} --profile {p.name} --runs 3", highlight=False, markup=False)
                 out.print(f"  measured: {p.measured.strip()}", highlight=False, markup=False)
     if cat.problems:
         err.print(f"[bold red]{len(cat.problems)} problem(s):[/bold red]")
         for p in cat.problems:
             err.print(f"  - {p}", highlight=False, markup=False)
         sys.exit(1)
+
+
+@main.command()
+@click.argument("env_id")
+@click.option("--profile", type=click.Choice(["gpu", "smoke"]), default=None,
+              help="default: gpu where Docker can give GPUs, else smoke")
+@click.option("--runs", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="scorings of the starting solution, and as many of the reference")
+@click.option("--runtime", "runtime_kind", type=click.Choice(["auto", "docker", "local"]), default="auto",
+              help="auto: Docker if an engine answers, else local; on a GPU host without Docker, --runtime local")
+@click.option("--participant-uid", type=int, default=None,
+              help="local runtime run as root: give the calibration's home to this uid (e.g. 1000), so the scorer runs "
+                   "the solution as that user, as it does in a container")
+def calibrate(env_id: str, profile: str | None, runs: int, runtime_kind: str, participant_uid: int | None) -> None:
+    """Measure ENV_ID's anchors on this host: the starting and the reference solution through the
+    real scorer, RUNS times each. The medians, every run's score and the host's facts go to
+    ~/.config/rebench-tui/calibration/ENV/PROFILE.json; new sessions of that profile are then
+    normalized with them (their session.json says so)."""
+    from .calibrate import calibrate as run_calibration
+
+    settings = _settings()
+    env = workstation.catalog(settings).get(env_id)
+    choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=None,
+                                say=lambda m: err.print(f"[yellow]note:[/yellow] {m}", highlight=False))
+    secret_values = workstation.resolve_secrets(env, choice.profile, settings, required=False)
+    outcome = run_calibration(env, choice.profile, choice.runtime, runs=runs, config_dir=settings.config_dir,
+                              cache_dir=settings.cache_dir, project_root=settings.root, secrets=secret_values,
+                              progress=_progress, participant_uid=participant_uid)
+    cal = outcome.calibration
+    t = Table(title=f"{env.id} ({cal.profile}) calibrated on {cal.host.get('hostname')}: {cal.gpu_summary}, "
+                    f"{cal.host.get('runtime')} runtime, {cal.duration_s:.0f} s")
+    for col in ("solution", "runs (raw scores)", "median (anchor)", "min – max", "spread", "manifest"):
+        t.add_column(col)
+    for side, runs_, figure in (("start", cal.start, outcome.manifest_start), ("reference", cal.reference, outcome.manifest_reference)):
+        t.add_row(side, ", ".join(f"{x:.5g}" for x in runs_.scores), f"{runs_.median:.6g}", f"{runs_.low:.5g} – {runs_.high:.5g}",
+                  f"{runs_.spread:.3g}", f"{figure:g}")
+    out.print(t)
+    pkgs = {k: v for k, v in cal.packages.items() if k.lower() in ("torch", "triton", "numpy")}
+    out.print(f"image {cal.image.get('tag')} {cal.image.get('id')}" if cal.image else "no image (local runtime)", highlight=False)
+    if pkgs:
+        out.print("packages: " + ", ".join(f"{k} {v}" for k, v in sorted(pkgs.items())), highlight=False)
+    if outcome.previous is not None:
+        prev = outcome.previous
+        out.print(f"replaced the calibration of {prev.date}: start {prev.start.median:.6g}, reference {prev.reference.median:.6g}",
+                  highlight=False)
+    for line in outcome.drift():
+        err.print(f"[yellow]note:[/yellow] {line}: update the manifest's figures (and its `measured` note) if this host is "
+                  "the one they should describe", highlight=False)
+    err.print(f"wrote {outcome.path}; new sessions of {env.id} ({cal.profile}) on this host are normalized with these anchors "
+              f"(calibration session records: {cal.session})", highlight=False)
 
 
 def _run_app(session) -> None:
@@ -267,7 +360,8 @@ def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, se
             err.print(f"  not indexed: {p}")
     rows = _store(settings).sessions(env_id=env_id, status=status)
     t = Table(title=f"sessions in {settings.sessions}")
-    for col in ("id", "env", "profile", "runtime", "status", "working", "scores", "final", "normalized"):
+    _id_column(t, "id", [r["id"] for r in rows])
+    for col in ("env", "profile", "runtime", "status", "working", "scores", "final", "normalized"):
         t.add_column(col)
     for r in rows:
         fin = r.get("final_score")

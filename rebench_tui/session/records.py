@@ -72,6 +72,10 @@ class SessionMeta(BaseModel):
     visibility: str
     start_score: float
     reference_score: float
+    # The anchors start_score and reference_score are, with where they come from (published,
+    # measured by the project, calibrated on this host, ...): catalog.anchors.Anchors.to_record().
+    # None in sessions recorded before sessions kept it.
+    anchors: dict[str, Any] | None = None
     score_timeout_s: float
     submission: str | None = None
     # The score that counts at the finish: the median of the counting attempt's valid scorings

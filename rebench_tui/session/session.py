@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from .. import __version__
 from ..assets import AssetStore
-from ..catalog import Environment
+from ..catalog import Anchors, Environment, manifest_anchors
 from ..clock import Clock, SystemClock, WorkingClock, crossed_warnings, format_hms
 from ..errors import RebenchError, SessionError
 from ..runtime import Runtime, Sandbox, SandboxSpec
@@ -138,14 +138,23 @@ class Session:
     def hidden(self) -> bool:
         return self.meta.visibility == "hidden"
 
+    @property
+    def anchors(self) -> Anchors:
+        """What this session's scores are normalized with, and where those figures come from."""
+        return Anchors.from_record(self.meta.anchors, fallback=(self.meta.start_score, self.meta.reference_score))
+
     # -- creation -------------------------------------------------------------------------
     @classmethod
     def create(cls, env: Environment, profile_name: str, runtime: Runtime, sessions_dir: Path, *,
                time_limit_s: float | None = None, clock: Clock | None = None, store: Store | None = None,
                progress: Callable[[str], None] = lambda _m: None, extra_env: dict[str, str] | None = None,
-               asset_store: AssetStore | None = None, secrets: dict[str, str] | None = None) -> "Session":
+               asset_store: AssetStore | None = None, secrets: dict[str, str] | None = None,
+               anchors: Anchors | None = None) -> "Session":
+        """A new session. ``anchors``: what its scores are normalized with (the CLI passes the
+        anchors in effect on this host, ``catalog.anchors_in_effect``); default: the manifest's."""
         clock = clock or SystemClock()
         profile = env.profile(profile_name)
+        anchors = anchors or manifest_anchors(env, profile.name)
         assets = None
         if env.manifest.assets is not None:
             if asset_store is None:
@@ -181,8 +190,8 @@ class Session:
             title=m.title, profile=profile.name, runtime=runtime.kind, host=runtime.host, isolated=sandbox.isolated,
             image=image, container=desc.get("container"), created_at=int(now * 1000), started_at=int(now * 1000),
             clock=ClockModel(limit_s=time_limit_s or m.time.limit), direction=m.score.direction.value,
-            aggregation=m.score.aggregation.value, visibility=m.score.visibility, start_score=profile.start_score,
-            reference_score=profile.reference_score, score_timeout_s=profile.score_timeout,
+            aggregation=m.score.aggregation.value, visibility=m.score.visibility, start_score=anchors.start,
+            reference_score=anchors.reference, anchors=anchors.to_record(), score_timeout_s=profile.score_timeout,
             metadata={"rebench_tui": __version__, "python": platform.python_version(), "hostname": socket.gethostname(),
                       "user": getpass.getuser(), "isInteractive": True, "environment_path": str(env.path),
                       "sandbox": desc,
@@ -199,9 +208,11 @@ class Session:
         session.audit.append(log(
             f"session started: {m.title} ({m.task_id} {m.version}), profile {profile.name}, "
             f"time limit {format_hms(meta.clock.limit_s)}, runtime {runtime.kind} on {runtime.host}"
-            + ("" if sandbox.isolated else " — NOT ISOLATED: commands and the scorer run as you on this machine"),
+            + ("" if sandbox.isolated else " — NOT ISOLATED: commands and the scorer run as you on this machine")
+            + f"; scores normalized between start {anchors.start:g} and reference {anchors.reference:g}, {anchors.summary}",
             {"event": "session_started", "session_id": sid, "env": env.id, "profile": profile.name,
-             "sandbox": desc, "time_limit_s": meta.clock.limit_s, "score": m.score.model_dump(mode="json")},
+             "sandbox": desc, "time_limit_s": meta.clock.limit_s, "score": m.score.model_dump(mode="json"),
+             "anchors": anchors.to_record()},
             title="session",
         ))
         session._index()

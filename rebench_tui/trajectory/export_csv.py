@@ -13,7 +13,9 @@
                      re-scores of one attempt); ``counting_score`` is the score that counts after
                      this scoring (the median of the best attempt's re-scores, by the
                      environment's rule); ``is_final`` marks the valid scorings whose median is the
-                     final score
+                     final score; ``anchor_start``, ``anchor_reference`` and ``anchors`` (kind:
+                     summary) say what ``normalized`` is measured between and where those
+                     figures come from (session.json's ``anchors`` has their full provenance)
   ``commands.csv``   one row per shell command: ``id, started_at, ended_at, duration_s, cwd,
                      exit_status, command, output_bytes, truncated, working_s`` (times in ms
                      since the epoch, as recorded; empty where the command has no result yet)
@@ -37,7 +39,8 @@ SCORE_LOG = "score_log.csv"
 SCORES = "scores.csv"
 COMMANDS = "commands.csv"
 SCORES_HEADER = ("attempt", "timestamp", "called_at_ms", "working_s", "elapsed_ms", "score", "valid", "normalized",
-                 "counting_score", "is_final", "message", "files_attempt", "fingerprint")
+                 "counting_score", "is_final", "message", "files_attempt", "fingerprint", "anchor_start",
+                 "anchor_reference", "anchors")
 COMMANDS_HEADER = ("id", "started_at", "ended_at", "duration_s", "cwd", "exit_status", "command", "output_bytes",
                    "truncated", "working_s")
 
@@ -71,9 +74,12 @@ def score_rows(rec: SessionRecords) -> list[list[Any]]:
                                 [s.fingerprint for s in rec.scorings])
     final = set(rec.counting.scorings) if rec.finished and rec.counting is not None else set()
     group = {i: a.number for a in rec.attempts for i in a.indexes}
+    anchors = rec.anchors_record
+    which = f"{anchors['kind']}: {anchors['summary']}"
     return [[s.attempt, iso_seconds(s.called_at / 1000), s.called_at, round(s.working_s, 3), s.elapsed_ms,
              fmt_score(s.value), s.valid, fmt_score(s.normalized), fmt_score(c),
-             s.attempt in final, json.dumps(s.message, ensure_ascii=False, default=str), group[i], _blank(s.fingerprint)]
+             s.attempt in final, json.dumps(s.message, ensure_ascii=False, default=str), group[i], _blank(s.fingerprint),
+             anchors["start"], anchors["reference"], which]
             for i, (s, c) in enumerate(zip(rec.scorings, counting))]
 
 

@@ -366,7 +366,8 @@ def build_eval_log(rec: SessionRecords) -> Any:
                           "final_scorings": None if fc is None else list(fc.scorings),
                           "normalized_score": None if fc is None else _finite_or_none(fc.normalized),
                           "direction": m.direction, "aggregation": m.aggregation,
-                          "start_score": m.start_score, "reference_score": m.reference_score})])
+                          "start_score": m.start_score, "reference_score": m.reference_score,
+                          "anchors": rec.anchors_record})])
 
     spec = ia["EvalSpec"](
         eval_id=_stable_id(m.id, "eval"), run_id=_stable_id(m.id, "run"), created=_iso(m.created_at),

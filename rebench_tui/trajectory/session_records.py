@@ -376,4 +376,13 @@ class SessionRecords:
             "host": m.host, "isolated": m.isolated, "image": m.image, "status": m.status, "finish_reason": m.finish_reason,
             "direction": m.direction, "aggregation": m.aggregation, "visibility": m.visibility,
             "start_score": m.start_score, "reference_score": m.reference_score,
+            "anchors": self.anchors_record,
         }
+
+    @property
+    def anchors_record(self) -> dict[str, Any]:
+        """The anchors the session was normalized with and their provenance (session.json's
+        ``anchors``; for sessions recorded before it existed, the two numbers, kind ``recorded``)."""
+        from ..catalog.anchors import Anchors
+
+        return Anchors.from_record(self.meta.anchors, fallback=(self.meta.start_score, self.meta.reference_score)).to_record()

@@ -72,6 +72,7 @@ class RebenchApp(App[None]):
             with Vertical(id="right"):
                 yield Countdown(id="countdown")
                 yield Static("", id="best")
+                yield Static(self._anchors_text(), id="anchors", classes="stale" if self._anchors_stale() else "")
                 yield Static("", id="scoring")
                 yield Static("Score history", classes="section")
                 with Vertical(id="history"):
@@ -80,6 +81,14 @@ class RebenchApp(App[None]):
                 yield Static("Files and commands", classes="section")
                 yield FileFeed(id="files")
         yield Footer()
+
+    def _anchors_text(self) -> str:
+        """Where the start and reference scores that normalize this session come from."""
+        a = self.session.anchors
+        return f"anchors ({a.kind}): start {a.start:g}, reference {a.reference:g} — {a.summary}"
+
+    def _anchors_stale(self) -> bool:
+        return bool(self.session.anchors.provenance.get("stale")) or self.session.anchors.kind == "uncalibrated"
 
     def _status_text(self) -> str:
         s = self.session

@@ -327,3 +327,30 @@ async def test_rescores_of_unchanged_files_count_with_their_median(session_for, 
     rows = [r for r in read_entries(s.folder / "audit.jsonl") if r["content"]["type"] == "intermediateScore"]
     assert [r["content"]["details"]["attempt"]["fingerprint"] for r in rows] == fps
     assert s.store.get(s.id)["final_score"] == -1.628
+
+
+async def test_the_screen_says_where_the_sessions_anchors_come_from(tmp_path, fake_clock):
+    from rebench_tui.catalog import Anchors, load_catalog
+    from rebench_tui.runtime.local import LocalRuntime
+    from rebench_tui.session import Session
+    from tests.conftest import KNOWN_IMAGES
+
+    env = load_catalog(FIXTURE_ENVS, KNOWN_IMAGES).get("toy_score")
+    calibrated = Anchors(10.0, 4.0, "calibrated", "calibrated on gpu-host 2026-12-03: 3 run(s) each; 1 x NVIDIA H200",
+                         {"stale": []})
+    s = Session.create(env, "smoke", LocalRuntime(), tmp_path / "sessions", clock=fake_clock, anchors=calibrated)
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        line = app.query_one("#anchors")
+        assert "anchors (calibrated): start 10, reference 4 — calibrated on gpu-host" in str(line.render())
+        assert not line.has_class("stale")
+        (s.workspace / "solution" / "answer.txt").write_text("7")
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.query_one(ScoreTable).get_row_at(0)[3] == "0.50"  # (10 - 7) / (10 - 4)
+    uncal = Session.create(env, "smoke", LocalRuntime(), tmp_path / "sessions2", clock=fake_clock,
+                           anchors=Anchors(10.0, 2.0, "uncalibrated", "uncalibrated: placeholder figures"))
+    app = RebenchApp(uncal, watch_files=False)
+    async with app.run_test(size=SIZE):
+        assert app.query_one("#anchors").has_class("stale")
