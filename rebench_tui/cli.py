@@ -663,7 +663,12 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 @click.option("--level", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True, help="coverage of the band")
 @click.option("--task", default=None, help="environment of Vivaria files that name no taskId (e.g. ai_rd_fix_embedding/main)")
 @click.option("--label", default=None, help="agent label for runs whose files name no agent or model")
-@click.option("--profile", default="gpu", show_default=True, help="catalog profile whose start/reference scores normalize agent runs")
+@click.option("--profile", default="gpu", show_default=True,
+              help="profile for agent runs of environments METR never published, and for --anchors calibrated")
+@click.option("--anchors", "anchors", default=None, metavar="published|calibrated|FILE",
+              help="normalize every run by these instead of its own setting's: METR's published figures, this host's "
+                   "calibration (`rebench-tui calibrate`), or a file (a calibration file, or TOML [environments.<id>] "
+                   "start/reference tables)")
 @click.option("--finished-only", is_flag=True, help="leave out unfinished runs")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="folder for report files (default: ./compare-report); alone it writes PNG, HTML and CSV")
@@ -673,13 +678,17 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 @click.option("--tui", is_flag=True, help="open the comparison on screen instead of printing it")
 def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: bool, sessions_dir: Path | None,
             envs: tuple[str, ...], budgets: tuple[str, ...], k_max: int | None, n_boot: int, seed: int, level: float,
-            task: str | None, label: str | None, profile: str, finished_only: bool, out_dir: Path | None, png: bool,
-            html: bool, csv_: bool, tui: bool) -> None:
+            task: str | None, label: str | None, profile: str, anchors: str | None, finished_only: bool,
+            out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool) -> None:
     """Compare human sessions with agent runs: best-so-far score vs working time, finals, score@k.
 
     SOURCES: session ids or folders, Inspect logs (.eval/.json), Vivaria JSON/JSONL (trace entries,
     score-log rows or run objects), or folders of any of these. Without human sources, the
     sessions folder's sessions are added.
+
+    Each run is normalized by the anchors of the setting it was scored in: a human session by
+    the ones it recorded, a run whose log carries its own by those, an agent run of a METR task
+    by METR's published ones. Every table says which anchors each group used.
 
     \b
     rebench-tui compare runs/agents/ --budget 2h --budget 8h
@@ -690,15 +699,19 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     from .compare.command import gather, parse_budget, resolver_for, write_reports
 
     settings = _settings(sessions_dir)
-    resolver = resolver_for(settings, profile)
+    resolver = resolver_for(settings, profile, anchors)
     got = gather(sources, resolver, sessions_dir=settings.sessions, humans_dirs=humans_dirs, no_humans=no_humans,
                  envs=envs, finished_only=finished_only, task=task, label=label)
+    from rich.markup import escape
+
     for w in got.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     for n in got.notes:
-        err.print(f"[dim]note:[/dim] {n}", highlight=False)
+        err.print(f"[dim]note:[/dim] {escape(n)}", highlight=False)
     result = run_compare(got.runs, budgets=[parse_budget(b) for b in budgets], k_max=k_max, n_boot=n_boot,
                          seed=seed, level=level)
+    for w in result.warnings:  # runs on different scales averaged together: said before anything else
+        err.print(f"[bold yellow]warning:[/bold yellow] {escape(w)}", highlight=False)
     if out_dir is not None and not (png or html or csv_):
         png = html = csv_ = True
     if png or html or csv_:

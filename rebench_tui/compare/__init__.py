@@ -11,10 +11,11 @@ Nothing here imports textual; the compare screen lives in ``rebench_tui.tui.scre
 
 from .analysis import ALL, Comparison, ScoreAtK, compare, expected_max, score_at_k
 from .imports import Loaded, filter_runs, load_sources, read_human_session, read_inspect_log, read_vivaria
-from .runs import BUILTIN_ENVIRONMENTS, CompareError, EnvInfo, EnvResolver, Run, Scoring, SourceKind, UnknownEnvironment
+from .runs import (CompareError, EnvInfo, EnvResolver, Run, Scoring, SourceKind, UnknownEnvironment,
+                   published_environments)
 
 __all__ = [
-    "ALL", "BUILTIN_ENVIRONMENTS", "CompareError", "Comparison", "EnvInfo", "EnvResolver", "Loaded", "Run", "ScoreAtK",
+    "ALL", "CompareError", "Comparison", "EnvInfo", "EnvResolver", "Loaded", "Run", "ScoreAtK",
     "Scoring", "SourceKind", "UnknownEnvironment", "compare", "expected_max", "filter_runs", "load_sources",
-    "read_human_session", "read_inspect_log", "read_vivaria", "score_at_k",
+    "published_environments", "read_human_session", "read_inspect_log", "read_vivaria", "score_at_k",
 ]

@@ -10,7 +10,11 @@ Rules (the RE-Bench paper's, ``docs/environments.md``):
   without a fingerprint (agent runs, older sessions) is an attempt of its own, so there it is the
   best (or last) valid score so far. It is NaN until the first valid score: a step function of
   working time, no longer monotone where a re-score moves its attempt's median.
-- **Normalized**: ``(y - start) / (reference - start)``, clipped at 0 below, NaN when invalid.
+- **Normalized**: ``(y - start) / (reference - start)``, clipped at 0 below, NaN when invalid,
+  with each run's own anchors (``run.env.anchors``: see :mod:`.runs` for which). Where the runs
+  of one group on one environment were normalized by different anchors, their mean, curve and
+  score@k average numbers on different scales: :attr:`Comparison.warnings` says so, and every
+  report shows it.
 - **Final at a budget** ``t``: the counting score over the scorings made within ``t`` working
   seconds. Where a single number per run is needed (means, score@k), a run with no valid score
   within the budget counts as 0: no better than the starting solution (``INVALID_AS``).
@@ -41,6 +45,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from ..catalog.anchors import Anchors
 from ..scoring import running_counting
 from .runs import HUMAN_LABEL, Run
 
@@ -263,6 +268,16 @@ class GroupStats:
     best_normalized: dict[float | None, float]  # by budget
 
 
+@dataclass(frozen=True)
+class AnchorUse:
+    """Anchors one group used on one environment, and for how many of its runs."""
+
+    env_id: str
+    group: str
+    anchors: Anchors
+    n_runs: int
+
+
 def _group_order(groups: Iterable[str]) -> list[str]:
     gs = sorted(set(groups))
     return ([HUMAN_LABEL] if HUMAN_LABEL in gs else []) + [g for g in gs if g != HUMAN_LABEL]
@@ -280,6 +295,33 @@ class Comparison:
     groups: list[str] = field(default_factory=list)
     stats: dict[tuple[str, str], GroupStats] = field(default_factory=dict)
     score_at_k: dict[tuple[str, float | None], ScoreAtK] = field(default_factory=dict)
+    anchor_uses: list[AnchorUse] = field(default_factory=list)
+    mixed: set[tuple[str, str]] = field(default_factory=set)  # (env, group) whose runs used different anchors
+    warnings: list[str] = field(default_factory=list)
+
+    def anchors_of(self, env: str, group: str) -> list[AnchorUse]:
+        """The anchors a group used on one environment (on all: every environment's)."""
+        return [u for u in self.anchor_uses if u.group == group and (env in (None, ALL) or u.env_id == env)]
+
+    def anchors_tag(self, env: str | None, group: str) -> str:
+        """A few words for a table cell: which anchors, and whether they are mixed."""
+        uses = self.anchors_of(env or ALL, group)
+        tags = list(dict.fromkeys(u.anchors.tag for u in uses))
+        if env not in (None, ALL) and (env, group) in self.mixed:
+            return "MIXED: " + ", ".join(f"{u.anchors.tag} {u.anchors.start:g}→{u.anchors.reference:g} ×{u.n_runs}" for u in uses)
+        if env in (None, ALL):
+            mixed = any((e, group) in self.mixed for e in self.envs)
+            return ("MIXED within an environment; " if mixed else "") + ", ".join(tags)
+        u = uses[0] if uses else None
+        return "" if u is None else f"{u.anchors.tag}: {u.anchors.start:g}→{u.anchors.reference:g}"
+
+    def warning_of(self, env: str | None, group: str) -> str:
+        """The mixed-anchors warning for a table row (one environment, or all of them)."""
+        envs = self.envs if env in (None, ALL) else [env]
+        bad = [e for e in envs if (e, group) in self.mixed]
+        if not bad:
+            return ""
+        return f"runs normalized by different anchors are averaged ({', '.join(bad)})"
 
     @property
     def budget(self) -> float | None:
@@ -324,6 +366,25 @@ def _stats(env_id: str, group: str, runs: list[Run], budgets: Sequence[float | N
                       sum(hours_within(r, main) for r in runs), scoring_rate(runs, main), mean_final, mean_norm, best_norm)
 
 
+def _anchor_uses(c: Comparison) -> None:
+    """Which anchors each group used on each environment; a warning where one group's runs on one
+    environment were normalized by different anchors (their averages mix scales)."""
+    for e in c.envs:
+        for g in c.groups:
+            by_key: dict[tuple, list[Run]] = {}
+            for r in c.runs_of(e, g):
+                by_key.setdefault(r.env.anchors.key(), []).append(r)
+            for runs in by_key.values():
+                c.anchor_uses.append(AnchorUse(e, g, runs[0].env.anchors, len(runs)))
+            if len(by_key) > 1:
+                c.mixed.add((e, g))
+                what = "; ".join(f"{rs[0].env.anchors.tag} {rs[0].env.anchors.start:g}→{rs[0].env.anchors.reference:g} "
+                                 f"({len(rs)} run{'s' if len(rs) > 1 else ''}: {', '.join(r.run_id for r in rs[:3])}"
+                                 f"{', …' if len(rs) > 3 else ''})" for rs in by_key.values())
+                c.warnings.append(f"{g} on {e}: runs normalized by {len(by_key)} different anchors are averaged together "
+                                  f"({what}); use --anchors published|calibrated|FILE to put them on one scale")
+
+
 def compare(runs: Sequence[Run], *, budgets: Sequence[float | None] = (8 * HOUR,), k_max: int | None = None,
             n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Comparison:
     """Everything the reports show, computed once.
@@ -339,6 +400,7 @@ def compare(runs: Sequence[Run], *, budgets: Sequence[float | None] = (8 * HOUR,
         k_max = max(counts + [1])
     ks = tuple(range(1, max(1, k_max) + 1))
     c = Comparison(runs, budgets, ks, n_boot, seed, level, envs, groups)
+    _anchor_uses(c)
     main = c.budget
     for g in groups:
         for e in envs + [ALL]:

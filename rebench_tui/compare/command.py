@@ -29,14 +29,20 @@ def parse_budget(text: str) -> float | None:
         raise CompareError(f"--budget {text!r}: {exc}", fix="use e.g. --budget 2h --budget 8h, or --budget none") from exc
 
 
-def resolver_for(settings, profile: str = "gpu") -> EnvResolver:
-    """Environment facts from the catalog where it loads, else the built-in table."""
+def resolver_for(settings, profile: str = "gpu", anchors: str | None = None) -> EnvResolver:
+    """Environment facts from the catalog where it loads, else from the published table alone.
+    ``anchors``: the ``--anchors`` override (published, calibrated or a file), None for each
+    run's own setting."""
+    from ..catalog.anchors import PUBLISHED_FILE, load_published
+
+    published, _problems = load_published(settings.environments / PUBLISHED_FILE)
     try:
         from .. import workstation
 
-        return EnvResolver(workstation.catalog(settings), profile=profile)
-    except Exception:  # noqa: BLE001 - the built-in facts still serve every RE-Bench environment
-        return EnvResolver(None, profile=profile)
+        cat = workstation.catalog(settings)
+    except Exception:  # noqa: BLE001 - the published table still serves every RE-Bench environment
+        cat = None
+    return EnvResolver(cat, profile=profile, published=published, override=anchors, config_dir=settings.config_dir)
 
 
 @dataclass
@@ -53,17 +59,18 @@ def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path,
     for folder in humans_dirs:
         if not folder.is_dir():
             raise CompareError(f"--humans {folder}: no such folder")
-        _add_sessions(loaded, folder)
+        _add_sessions(loaded, folder, resolver)
     out = Gathered(warnings=list(loaded.warnings))
     if not no_humans and not humans_dirs and not any(r.human for r in loaded.runs):
         before = len(loaded.runs)
-        _add_sessions(loaded, sessions_dir)
+        _add_sessions(loaded, sessions_dir, resolver)
         added = len(loaded.runs) - before
         if added:
             out.notes.append(f"added {added} human session(s) from {sessions_dir} (--no-humans leaves them out)")
     out.runs = filter_runs(loaded.runs, resolver, envs, finished_only=finished_only)
     for r in out.runs:
         out.notes += [f"{r.run_id}: {n}" for n in r.notes if n.startswith("profile")]
+    out.warnings += resolver.warnings
     if not out.runs:
         raise CompareError("no runs to compare" + (" after --env/--finished-only" if loaded.runs else ""),
                            kept=f"{len(out.warnings)} warning(s) above" if out.warnings else None,
@@ -72,10 +79,10 @@ def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path,
     return out
 
 
-def _add_sessions(loaded: Loaded, folder: Path) -> None:
+def _add_sessions(loaded: Loaded, folder: Path, resolver: EnvResolver | None = None) -> None:
     for p in read_sessions_dir(folder):
         try:
-            loaded.add([read_human_session(p)])
+            loaded.add([read_human_session(p, resolver)])
         except CompareError as exc:
             loaded.warnings.append(f"skipped {p}: {exc.what}")
 

@@ -20,7 +20,10 @@ Each scoring keeps the attempt fingerprint its source recorded (``details.attemp
 a rebench-tui scoring, also in its Vivaria and Inspect exports), so re-scores of the same files
 count as one attempt with their median, as the workstation counts them; other sources have none.
 
-Which environment a run belongs to comes from its task name (``EnvResolver``). A source named
+Which environment a run belongs to comes from its task name (``EnvResolver``); which anchors
+normalize it, from the setting it was scored in (see :mod:`.runs`): a session's recorded anchors,
+anchors its log carries (``metadata.anchors``, or ``start_score``/``reference_score``), else
+METR's published ones for METR's tasks. A source named
 on the command line that cannot be read is an error; one found while scanning a folder is
 skipped with a warning, so one stray file does not stop a comparison.
 """
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..catalog.anchors import Anchors, AnchorsError
 from ..scoring import Aggregation, Direction, attempt_fingerprint
 from .runs import (
     HUMAN_LABEL,
@@ -125,8 +129,24 @@ def is_session_folder(path: Path) -> bool:
     return path.is_dir() and (path / "session.json").is_file()
 
 
-def read_human_session(folder: Path) -> Run:
-    """A human session folder as a run; the session's own scoring facts normalize it."""
+def own_anchors(meta: dict[str, Any]) -> Anchors | None:
+    """Anchors a run's metadata carries: a recorded ``anchors`` object (rebench-tui sessions and
+    their exports), else ``start_score`` and ``reference_score`` (kind ``log``); None if neither reads."""
+    if isinstance(meta.get("anchors"), dict):
+        try:
+            return Anchors.from_record(meta["anchors"])
+        except AnchorsError:
+            pass
+    try:
+        start, ref = float(meta["start_score"]), float(meta["reference_score"])
+        return Anchors(start, ref, "log", "given by the run's own log (start_score, reference_score)")
+    except (KeyError, TypeError, ValueError, AnchorsError):
+        return None
+
+
+def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run:
+    """A human session folder as a run, normalized by the anchors the session recorded (or by the
+    resolver's override, if it has one)."""
     from ..session.records import SessionMeta
     from ..trajectory.audit import read_entries
 
@@ -140,12 +160,20 @@ def read_human_session(folder: Path) -> Run:
     except ValueError as exc:
         raise CompareError(f"{folder / 'audit.jsonl'} has a line that is not JSON: {exc}",
                            fix="`rebench-tui verify` finds the bad line") from exc
+    try:
+        anchors = Anchors.from_record(meta.anchors, fallback=(meta.start_score, meta.reference_score))
+    except AnchorsError as exc:
+        raise CompareError(f"{folder / 'session.json'}: its anchors do not read: {exc.what}",
+                           fix="`rebench-tui verify` checks a session's records") from None
     env = EnvInfo(meta.env_id, meta.task_id.split("/", 1)[0], Direction(meta.direction), Aggregation(meta.aggregation),
-                  meta.start_score, meta.reference_score, meta.title, f"session:{meta.profile}")
+                  anchors, meta.title, f"session:{meta.profile}")
+    if resolver is not None:
+        env = resolver.apply(env, profile=meta.profile)
     scorings = trace_scorings(rows, meta.started_at, _pause_dicts(meta.pauses))
     notes = []
     if meta.profile != "gpu":
-        notes.append(f"profile {meta.profile}: normalized against its own start/reference, not the GPU setting's")
+        notes.append(f"profile {meta.profile}: normalized by {env.anchors.tag} anchors ({env.start:g} -> {env.reference:g}), "
+                     "not the GPU setting's")
     return make_run(SourceKind.HUMAN_SESSION, meta.id, env, HUMAN_LABEL, scorings,
                     finished=meta.status == "finished", source=str(folder), working_s=meta.clock.banked_s,
                     human=True, notes=notes)
@@ -195,9 +223,10 @@ def _inspect_env(sample: Any, log: Any, resolver: EnvResolver, task: str | None)
     if _attr(log.eval, "task_registry_name"):
         candidates.append(str(log.eval.task_registry_name))
     first: UnknownEnvironment | None = None
+    own = own_anchors(meta) if isinstance(meta, dict) else None
     for name in candidates:
         try:
-            return resolver.info(name)
+            return resolver.info(name, own)
         except UnknownEnvironment as exc:
             first = first or exc
     assert first is not None
@@ -295,30 +324,30 @@ def _vivaria_label(obj: dict[str, Any], fallback: str | None) -> str:
 
 
 def _env_from(resolver: EnvResolver, task_name: str, meta: dict[str, Any]) -> EnvInfo:
-    """The environment of a task name. A run whose metadata carries its own scoring facts
-    (``env_id``, ``direction``, ``aggregation``, ``start_score``, ``reference_score``, as
-    rebench-tui's Vivaria export writes them) is normalized by those, like its session folder;
-    they also make an environment the resolver does not know readable."""
-    keys = ("env_id", "direction", "aggregation", "start_score", "reference_score")
-    has_facts = all(meta.get(k) is not None for k in keys)
+    """The environment of a task name. A run whose metadata carries its own anchors (rebench-tui's
+    exports: ``anchors``, or ``start_score``/``reference_score``) is normalized by those, like its
+    session folder; with ``env_id``, ``direction`` and ``aggregation`` too, they also make an
+    environment the resolver does not know readable."""
+    own = own_anchors(meta)
+    has_rule = all(meta.get(k) is not None for k in ("env_id", "direction", "aggregation"))
     try:
-        base: EnvInfo | None = resolver.info(task_name)
+        base: EnvInfo | None = resolver.info(task_name, own)
     except UnknownEnvironment:
-        if not has_facts:
+        if not (has_rule and own is not None):
             raise
         base = None
-    if not has_facts:
+    if not (has_rule and own is not None):
         assert base is not None
         return base
     try:
-        return EnvInfo(base.env_id if base else str(meta["env_id"]), base.family if base else task_name.split("/", 1)[0].lower(),
-                       Direction(meta["direction"]), Aggregation(meta["aggregation"]), float(meta["start_score"]),
-                       float(meta["reference_score"]), str(meta.get("title") or (base.title if base else "")),
-                       f"file:{meta.get('profile') or ''}".rstrip(":"))
+        info = EnvInfo(base.env_id if base else str(meta["env_id"]), base.family if base else task_name.split("/", 1)[0].lower(),
+                       Direction(meta["direction"]), Aggregation(meta["aggregation"]), own,
+                       str(meta.get("title") or (base.title if base else "")), f"file:{meta.get('profile') or ''}".rstrip(":"))
     except (TypeError, ValueError):
         if base is not None:
             return base
         raise UnknownEnvironment(f"task {task_name!r} is unknown and its metadata's scoring facts do not read") from None
+    return resolver.apply(info, profile=meta.get("profile") if isinstance(meta.get("profile"), str) else None)
 
 
 def _vivaria_run(obj: dict[str, Any], path: Path, resolver: EnvResolver, task: str | None, label: str | None,
@@ -487,7 +516,7 @@ def _scan(folder: Path) -> list[Path]:
 
 def read_path(path: Path, resolver: EnvResolver, *, task: str | None = None, label: str | None = None) -> list[Run]:
     if is_session_folder(path):
-        return [read_human_session(path)]
+        return [read_human_session(path, resolver)]
     if is_vivaria_bundle(path):
         return [read_vivaria_bundle(path, resolver, task=task, label=label)]
     return read_file(path, resolver, task=task, label=label)

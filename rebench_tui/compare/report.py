@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 
 from .analysis import ALL, HOUR, Comparison, final_at, final_value, normalized_curve, best_so_far
 from .runs import CompareError
-from .terminal import env_title, fmt_budget, k_columns, summary_rows
+from .terminal import anchors_rows, env_title, fmt_budget, k_columns, summary_rows
 
 DPI = 100
 PANEL_IN = (5.0, 3.8)
@@ -38,11 +38,12 @@ def _num(x: Any) -> str:
 # -- CSV --------------------------------------------------------------------------------------
 CURVES_COLUMNS = ("env_id", "group", "run_id", "source_kind", "label", "finished", "scoring", "working_s", "working_h",
                   "score", "best_score", "normalized_best")
-SCORE_AT_K_COLUMNS = ("group", "budget_s", "env_id", "k", "n_runs", "expected", "low", "high")
+SCORE_AT_K_COLUMNS = ("group", "budget_s", "env_id", "k", "n_runs", "expected", "low", "high", "anchors", "warning")
 SUMMARY_COLUMNS = ("env_id", "group", "budget_s", "runs", "finished", "scorings", "working_h", "scorings_per_hour",
-                   "mean_final", "mean_normalized", "best_normalized")
+                   "mean_final", "mean_normalized", "best_normalized", "anchors", "warning")
 RUNS_COLUMNS = ("run_id", "source_kind", "source", "env_id", "group", "label", "finished", "scorings", "working_s",
-                "final", "normalized", "start", "reference", "direction", "aggregation")
+                "final", "normalized", "start", "reference", "direction", "aggregation", "anchors", "anchors_summary")
+ANCHORS_COLUMNS = ("env_id", "group", "n_runs", "start", "reference", "anchors", "summary", "mixed")
 
 
 def _write(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
@@ -68,10 +69,11 @@ def score_at_k_rows(c: Comparison) -> list[list[Any]]:
     rows = []
     for (g, b), sk in c.score_at_k.items():
         for j, k in enumerate(sk.ks):
-            rows.append([g, b, ALL, k, sum(sk.n_runs.values()), sk.expected[j], sk.low[j], sk.high[j]])
+            rows.append([g, b, ALL, k, sum(sk.n_runs.values()), sk.expected[j], sk.low[j], sk.high[j],
+                         c.anchors_tag(ALL, g), c.warning_of(ALL, g)])
         for e, vals in sk.per_env.items():
             for j, k in enumerate(sk.ks):
-                rows.append([g, b, e, k, sk.n_runs[e], vals[j], None, None])
+                rows.append([g, b, e, k, sk.n_runs[e], vals[j], None, None, c.anchors_tag(e, g), c.warning_of(e, g)])
     return rows
 
 
@@ -80,25 +82,35 @@ def summary_csv_rows(c: Comparison) -> list[list[Any]]:
     for (e, g), st in c.stats.items():
         for b in c.budgets:
             rows.append([e, g, b, st.n_runs, st.n_finished, st.n_scorings, st.hours, st.rate_per_hour,
-                         st.mean_final[b], st.mean_normalized[b], st.best_normalized[b]])
+                         st.mean_final[b], st.mean_normalized[b], st.best_normalized[b], c.anchors_tag(e, g), c.warning_of(e, g)])
     return rows
 
 
 def run_rows(c: Comparison) -> list[list[Any]]:
     b = c.budget
     return [[r.run_id, r.kind.value, r.source, r.env_id, r.group, r.label, r.finished, len(r.scorings), r.duration_s,
-             final_at(r, b), final_value(r, b), r.env.start, r.env.reference, r.env.direction.value, r.env.aggregation.value]
+             final_at(r, b), final_value(r, b), r.env.start, r.env.reference, r.env.direction.value, r.env.aggregation.value,
+             r.env.anchors.kind, r.env.anchors.summary]
             for r in c.runs]
 
 
+def anchors_csv_rows(c: Comparison) -> list[list[Any]]:
+    return [[u.env_id, u.group, u.n_runs, u.anchors.start, u.anchors.reference, u.anchors.kind, u.anchors.summary,
+             (u.env_id, u.group) in c.mixed] for u in c.anchor_uses]
+
+
 def write_csv(c: Comparison, out_dir: Path) -> list[Path]:
-    """``curves.csv``, ``score_at_k.csv``, ``summary.csv`` and ``runs.csv`` in ``out_dir``."""
+    """``curves.csv``, ``score_at_k.csv``, ``summary.csv``, ``runs.csv`` and ``anchors.csv`` in ``out_dir``.
+
+    Every row that averages runs says which anchors they used (``anchors``) and, where one group's
+    runs on one environment used different ones, ``warning`` says so."""
     out_dir.mkdir(parents=True, exist_ok=True)
     return [
         _write(out_dir / "curves.csv", CURVES_COLUMNS, curve_rows(c)),
         _write(out_dir / "score_at_k.csv", SCORE_AT_K_COLUMNS, score_at_k_rows(c)),
         _write(out_dir / "summary.csv", SUMMARY_COLUMNS, summary_csv_rows(c)),
         _write(out_dir / "runs.csv", RUNS_COLUMNS, run_rows(c)),
+        _write(out_dir / "anchors.csv", ANCHORS_COLUMNS, anchors_csv_rows(c)),
     ]
 
 
@@ -141,7 +153,7 @@ def _rule_text(c: Comparison, env: str) -> str:
     run = next(r for r in c.runs if r.env_id == env)
     e = run.env
     rule = "last valid counts" if e.aggregation.value == "last" else f"{e.direction.value} is better"
-    return f"{rule}; start {e.start:g}, reference {e.reference:g}"
+    return f"{rule}; each group's anchors in its legend"
 
 
 def _env_panel(ax: Any, c: Comparison, env: str) -> None:
@@ -165,7 +177,9 @@ def _env_panel(ax: Any, c: Comparison, env: str) -> None:
         if xs:
             n_envs = len({r.env_id for r in runs})
             count = f"n={len(runs)}" + (f", {n_envs} env{'s' if n_envs > 1 else ''}" if env == ALL else "")
-            ax.plot(xs, ys, color=color, linewidth=2.4, label=f"{_short(g)} ({count})")
+            warn = "⚠ " if c.warning_of(env, g) else ""
+            ax.plot(xs, ys, color=color, linewidth=2.4,
+                    label=f"{_short(g)} ({count})\n{warn}anchors: {_short(c.anchors_tag(env, g), 60)}")
     ax.axhline(1.0, color="0.4", linestyle="--", linewidth=0.8)
     ax.axhline(0.0, color="0.6", linewidth=0.6)
     for b in c.budgets:
@@ -245,7 +259,7 @@ def _table(cols: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 METHOD_HTML = """
 <h2>Method</h2>
 <ul>
-<li>Normalized score: (y &minus; start) / (reference &minus; start), clipped at 0 below; invalid (NaN) scorings count for nothing.</li>
+<li>Normalized score: (y &minus; start) / (reference &minus; start), clipped at 0 below; invalid (NaN) scorings count for nothing. Each run is normalized by the anchors (start, reference) of the setting it was scored in: a human session by the ones it recorded, a run whose log carries its own by those, a METR task's agent run by METR's published ones; the Anchors table says which each group used.</li>
 <li>Best-so-far: the counting score so far by the workstation's rule: scorings of unchanged files (the same attempt fingerprint, which rebench-tui sessions record) are re-scores of one attempt, which counts with the median of its valid scorings; then the best attempt by the environment's direction, or the last one where the last counts (Scaling Law). A scoring without a fingerprint (agent runs) is an attempt of its own, so there it is the best valid score so far. Plotted against pause-excluded working time.</li>
 <li>Final at a budget: the counting score over scorings made within the budget; a run without a valid score counts as 0 in means and score@k.</li>
 <li>score@k: per environment E[max of k draws with replacement] = &sum;<sub>i</sub> v<sub>(i)</sub> ((i/n)<sup>k</sup> &minus; ((i&minus;1)/n)<sup>k</sup>) over the sorted normalized finals v<sub>(1)</sub> &le; &hellip; &le; v<sub>(n)</sub>, averaged over the environments the group has runs on.</li>
@@ -265,8 +279,13 @@ def render_html(c: Comparison, png: bytes | None = None, warnings: Sequence[str]
              f"<h1>RE-Bench comparison</h1><p>{len(c.runs)} runs on {len(c.envs)} environment(s); groups: "
              f"{html.escape(', '.join(c.groups))}; budgets: {html.escape(', '.join(fmt_budget(b) for b in c.budgets))}.</p>",
              f"<img alt='best-so-far curves and score@k' src='data:image/png;base64,{base64.b64encode(png).decode('ascii')}'>"]
+    warnings = list(warnings) + list(c.warnings)
     if warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li class='warn'>{html.escape(w)}</li>" for w in warnings) + "</ul>")
+    acols, arows = anchors_rows(c)
+    parts.append("<h2>Anchors</h2><p>What each group's runs were normalized between: each run by the anchors of the "
+                 "setting it was scored in (a session's recorded ones, a log's own, else METR's published ones), unless "
+                 "<code>--anchors</code> said otherwise.</p>" + _table(acols, arows))
     parts.append("<h2>Per environment</h2>")
     for env in c.envs + ([ALL] if len(c.envs) > 1 else []):
         cols, rows = summary_rows(c, env)
@@ -278,9 +297,10 @@ def render_html(c: Comparison, png: bytes | None = None, warnings: Sequence[str]
                                           f"{sk.high[sk.ks.index(k)]:.3f}]" for k in kshow])
     parts.append("<h2>score@k</h2>" + _table(["group", "budget"] + [f"k={k}" for k in kshow], rows))
     parts.append("<h2>Runs</h2>" + _table(
-        ["run", "kind", "env", "group", "finished", "scorings", "working h", f"final@{fmt_budget(c.budget)}", "normalized"],
+        ["run", "kind", "env", "group", "finished", "scorings", "working h", f"final@{fmt_budget(c.budget)}", "normalized",
+         "start → reference", "anchors"],
         [[r[0], r[1], r[3], r[4], "yes" if r[6] else "no", r[7], f"{r[8] / HOUR:.2f}",
-          "–" if math.isnan(r[9]) else f"{r[9]:.4g}", f"{r[10]:.2f}"] for r in run_rows(c)]))
+          "–" if math.isnan(r[9]) else f"{r[9]:.4g}", f"{r[10]:.2f}", f"{r[11]:g} → {r[12]:g}", r[15]] for r in run_rows(c)]))
     parts.append(METHOD_HTML + "</body></html>\n")
     return "".join(parts)
 

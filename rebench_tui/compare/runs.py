@@ -1,25 +1,41 @@
 """One attempt at one environment, whoever made it: the common shape every importer produces.
 
 A :class:`Run` is a list of scorings ``(working seconds, score)`` in order, plus what the
-comparison needs to read them: the environment's direction, aggregation rule and the start and
-reference scores that normalization maps to 0 and 1 (:class:`EnvInfo`).
+comparison needs to read them: the environment's direction and aggregation rule, and the
+anchors (start and reference scores, with where they come from) that its normalization maps to
+0 and 1 (:class:`EnvInfo`).
 
-Environment facts come from the catalog (``environments/<id>/environment.toml``, profile ``gpu``
-by default) where an environment is there, else from :data:`BUILTIN_ENVIRONMENTS` below: the
-published RE-Bench figures (``shared/spec/environments.md``), kept in this one place. Human
-sessions carry their own facts in ``session.json`` (the profile they were scored under).
+**Each run is normalized by the anchors of the setting it was scored in** (:class:`EnvResolver`):
+
+- a human session by the anchors it recorded (session.json: published, measured by the project
+  or calibrated on its host; older sessions: their two numbers, kind ``recorded``);
+- a run whose log carries anchors of its own (rebench-tui's exports, a log with
+  ``start_score``/``reference_score``) by those;
+- a METR, Vivaria or Inspect run of a METR task by METR's published anchors
+  (``environments/published.toml``), never by this machine's calibration or manifest: those
+  describe another setting (other GPUs, models, data, judges);
+- a run of an environment METR never published by the catalog profile's anchors (``--profile``).
+
+``--anchors published|calibrated|FILE`` replaces all of these (``override``); where it cannot
+(no published figure, no calibration here, no entry in the file) the run keeps its own and a
+warning says so. The environments' scoring rules come from the same published table, and from
+the catalog for environments it adds.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import tomllib
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
 
+from ..catalog.anchors import PUBLISHED_FILE, Anchors, AnchorsError, Published, load_published
 from ..errors import RebenchError
-from ..scoring import Aggregation, Direction, normalize
+from ..scoring import Aggregation, Direction
 
 if TYPE_CHECKING:
     from ..catalog import Catalog
@@ -40,61 +56,144 @@ class SourceKind(StrEnum):
 
 
 HUMAN_LABEL = "human"
+OVERRIDES = ("published", "calibrated")
 
 
 @dataclass(frozen=True)
 class EnvInfo:
-    """What scoring rule an environment has: enough to normalize and aggregate its scores."""
+    """An environment's scoring rule and the anchors one run is normalized with."""
 
     env_id: str
     family: str
     direction: Direction
     aggregation: Aggregation
-    start: float
-    reference: float
+    anchors: Anchors
     title: str = ""
-    origin: str = "built-in"  # built-in | catalog:<profile> | session
+    origin: str = "published"  # where the rule came from: published | catalog:<profile> | session:<profile> | log
+
+    @property
+    def start(self) -> float:
+        return self.anchors.start
+
+    @property
+    def reference(self) -> float:
+        return self.anchors.reference
 
     def normalize(self, score: float) -> float:
-        return normalize(score, self.start, self.reference)
+        return self.anchors.normalize(score)
+
+    def with_anchors(self, anchors: Anchors) -> "EnvInfo":
+        return EnvInfo(self.env_id, self.family, self.direction, self.aggregation, anchors, self.title, self.origin)
 
 
-def _env(env_id: str, family: str, direction: str, aggregation: str, start: float, reference: float, title: str) -> EnvInfo:
-    return EnvInfo(env_id, family, Direction(direction), Aggregation(aggregation), start, reference, title)
+def default_published() -> Published | None:
+    """The published table of this checkout (``environments/published.toml``), if it reads."""
+    from ..config import PACKAGE_ROOT
+
+    table, _problems = load_published(PACKAGE_ROOT / "environments" / PUBLISHED_FILE)
+    return table
 
 
-# The seven RE-Bench environments as published (start and reference of the GPU setting).
-BUILTIN_ENVIRONMENTS: tuple[EnvInfo, ...] = (
-    _env("fix_embedding", "ai_rd_fix_embedding", "lower", "min", 2.2, 0.26, "Fix embedding"),
-    _env("optimize_llm_foundry", "ai_rd_optimize_llm_foundry", "lower", "min", 5.6, 4.54, "Optimize LLM Foundry"),
-    _env("triton_cumsum", "ai_rd_triton_cumsum", "lower", "min", 1.56, 0.47, "Triton cumsum"),
-    _env("small_scaling_law", "ai_rd_small_scaling_law", "higher", "last", 0.24, 0.84, "Scaling law"),
-    _env("restricted_mlm", "ai_rd_restricted_mlm", "lower", "min", 1.81, 1.13, "Restricted MLM"),
-    _env("nanogpt_chat_rl", "ai_rd_nanogpt_chat_rl", "higher", "max", 0.54, 0.85, "NanoGPT chat RL"),
-    _env("rust_codecontests", "ai_rd_rust_codecontests_inference", "higher", "max", 0.0, 0.13, "Rust CodeContests"),
-)
+def published_environments(published: Published | None = None) -> tuple[EnvInfo, ...]:
+    """The environments METR published, with their published anchors."""
+    table = published if published is not None else default_published()
+    if table is None:
+        return ()
+    return tuple(EnvInfo(p.env_id, p.family, p.direction, p.aggregation, p.anchors(), p.title, "published")
+                 for p in table.envs.values())
 
 
 def _key(name: str) -> str:
     return name.strip().lower()
 
 
+def read_anchors_file(path: Path) -> dict[str, Anchors]:
+    """Anchors by environment id from ``--anchors FILE``: a calibration file (``rebench-tui
+    calibrate`` writes them: one environment) or a TOML/JSON table ``{env_id: {start, reference}}``
+    (``[environments.<id>]`` as in published.toml, or at the top level)."""
+    from ..catalog.calibration import Calibration
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CompareError(f"--anchors {path}: cannot be read: {exc}",
+                           fix="name a calibration file (~/.config/rebench-tui/calibration/ENV/PROFILE.json) or a TOML "
+                               "file of [environments.<id>] start/reference tables") from None
+    data: Any
+    try:
+        data = json.loads(text)
+    except ValueError:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise CompareError(f"--anchors {path}: neither JSON nor TOML ({exc})") from None
+    if isinstance(data, dict) and "env_id" in data and "start" in data and isinstance(data["start"], dict):
+        try:
+            cal = Calibration.model_validate(data)
+        except Exception as exc:  # noqa: BLE001 - reported with the file
+            raise CompareError(f"--anchors {path}: looks like a calibration file but does not read: "
+                               f"{str(exc).splitlines()[0]}") from None
+        a = cal.anchors(None, path)
+        return {cal.env_id: Anchors(a.start, a.reference, "file", f"from {path}: {a.summary}", a.provenance)}
+    table = data.get("environments", data) if isinstance(data, dict) else None
+    out: dict[str, Anchors] = {}
+    for env_id, row in (table or {}).items():
+        if not isinstance(row, dict):
+            continue
+        try:
+            start, ref = float(row["start"]), float(row["reference"])
+            out[str(env_id)] = Anchors(start, ref, "file", f"from {path}" + (f": {row['note']}" if row.get("note") else ""),
+                                       {"file": str(path), **{k: v for k, v in row.items() if isinstance(v, (str, int, float))}})
+        except (KeyError, TypeError, ValueError, AnchorsError) as exc:
+            raise CompareError(f"--anchors {path}: [{env_id}] needs numeric start and reference that differ ({exc})") from None
+    if not out:
+        raise CompareError(f"--anchors {path}: no anchors in it",
+                           fix="write [environments.<id>] tables with start and reference, or pass a calibration file")
+    return out
+
+
 class EnvResolver:
-    """Maps task names to environments and gives each environment's scoring facts.
+    """Maps task names to environments and gives each run its scoring rule and anchors.
 
     Accepted names (case-insensitive): the environment id (``fix_embedding``), the METR family
     (``ai_rd_fix_embedding``), and ``family/task`` (``ai_rd_fix_embedding/main``).
+
+    ``override``: None (each run by its own setting's anchors, see the module text),
+    ``"published"``, ``"calibrated"`` (this host's calibration files in ``config_dir``) or a path
+    to an anchors file. Where an override cannot apply, the run keeps its own anchors and
+    :attr:`warnings` says so (once per environment).
     """
 
-    def __init__(self, catalog: "Catalog | None" = None, profile: str = "gpu") -> None:
+    def __init__(self, catalog: "Catalog | None" = None, profile: str = "gpu", *, published: Published | None = None,
+                 override: str | Path | None = None, config_dir: Path | None = None) -> None:
         self.profile = profile
-        self.envs: dict[str, EnvInfo] = {e.env_id: e for e in BUILTIN_ENVIRONMENTS}
+        self.catalog = catalog
+        self.config_dir = config_dir
+        if published is None and catalog is not None:
+            published = catalog.published
+            if published is None and (catalog.root / PUBLISHED_FILE).is_file():
+                published, _problems = load_published(catalog.root / PUBLISHED_FILE)
+        self.published = published if published is not None else default_published()
+        self.override = override
+        self.file_anchors: dict[str, Anchors] = {}
+        if override is not None and str(override) not in OVERRIDES:
+            self.file_anchors = read_anchors_file(Path(override))
+        self.warnings: list[str] = []
+        self._warned: set[tuple[str, str]] = set()
+        self.envs: dict[str, EnvInfo] = {e.env_id: e for e in published_environments(self.published)}
         if catalog is not None:
+            from ..catalog.anchors import manifest_anchors
+
             for env in catalog.environments.values():
                 m = env.manifest
-                prof = env.profile(profile) if profile in m.profiles else env.profile(env.profile_names[0])
-                self.envs[env.id] = EnvInfo(env.id, m.family, m.score.direction, m.score.aggregation,
-                                            prof.start_score, prof.reference_score, m.title, f"catalog:{prof.name}")
+                name = profile if profile in m.profiles else env.profile_names[0]
+                if env.id in self.envs:  # METR's task: its agent runs keep the published anchors
+                    pub = self.envs[env.id]
+                    self.envs[env.id] = EnvInfo(env.id, m.family, m.score.direction, m.score.aggregation, pub.anchors,
+                                                m.title or pub.title, "published")
+                else:
+                    self.envs[env.id] = EnvInfo(env.id, m.family, m.score.direction, m.score.aggregation,
+                                                manifest_anchors(env, name), m.title, f"catalog:{name}")
         self.aliases: dict[str, str] = {}
         for info in self.envs.values():
             self.aliases[_key(info.env_id)] = info.env_id
@@ -117,8 +216,49 @@ class EnvResolver:
                 "(or ai_rd_<id>, optionally with /main); `--task` names it for files that do not",
         )
 
-    def info(self, name: str) -> EnvInfo:
-        return self.envs[self.env_id(name)]
+    def info(self, name: str, own: Anchors | None = None) -> EnvInfo:
+        """The rule of a task name, normalized by ``own`` (anchors the run's log carries) if given,
+        else by the environment's default for agent runs; then the override, if any."""
+        base = self.envs[self.env_id(name)]
+        return self.apply(base.with_anchors(own) if own is not None else base)
+
+    def apply(self, info: EnvInfo, profile: str | None = None) -> EnvInfo:
+        """``info`` with the override's anchors where the override has some for it."""
+        if self.override is None:
+            return info
+        env_id = info.env_id
+        got: Anchors | None = None
+        why = ""
+        if str(self.override) == "published":
+            pub = self.published.get(env_id) if self.published is not None else None
+            got = pub.anchors() if pub is not None else None
+            why = f"{env_id} has no published figures"
+        elif str(self.override) == "calibrated":
+            got, why = self._calibrated(env_id, profile or self.profile)
+        else:
+            got = self.file_anchors.get(env_id)
+            why = f"{self.override} has no anchors for {env_id}"
+        if got is None:
+            key = (env_id, why)
+            if key not in self._warned:
+                self._warned.add(key)
+                self.warnings.append(f"--anchors {self.override}: {why}; its runs keep their own anchors")
+            return info
+        return info.with_anchors(got)
+
+    def _calibrated(self, env_id: str, profile: str) -> tuple[Anchors | None, str]:
+        from ..catalog.calibration import calibration_path, read_calibration_anchors
+
+        if self.config_dir is None:
+            return None, "no config folder to look for calibrations in"
+        path = calibration_path(self.config_dir, env_id, profile)
+        if not path.is_file():
+            return None, f"{env_id} ({profile}) is not calibrated on this host (`rebench-tui calibrate {env_id} --profile {profile}`)"
+        env = self.catalog.environments.get(env_id) if self.catalog is not None else None
+        try:
+            return read_calibration_anchors(path, env), ""
+        except AnchorsError as exc:
+            return None, exc.what
 
 
 @dataclass(frozen=True)

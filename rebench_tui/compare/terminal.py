@@ -55,7 +55,8 @@ def draw_curves(plt: Any, c: Comparison, env: str | None = None) -> None:
         if not xs:
             continue
         n = len(c.runs_of(env, g))
-        plt.plot(xs, ys, label=f"{g} (n={n})", color=group_color(c, g), marker="braille")
+        warn = "⚠ " if c.warning_of(env or ALL, g) else ""
+        plt.plot(xs, ys, label=f"{g} (n={n}; {warn}anchors {c.anchors_tag(env, g)})", color=group_color(c, g), marker="braille")
         drawn = True
     if drawn:
         top = max([1.0] + [y for g in c.groups for y in c.group_curve(g, env, points=60)[1] if math.isfinite(y)])
@@ -97,6 +98,7 @@ def summary_rows(c: Comparison, env: str | None = None) -> tuple[list[str], list
     cols += [f"norm@{fmt_budget(b)}" for b in budgets]
     cols += [f"best@{fmt_budget(c.budget)}"]
     cols += [f"score@{k}" for k in kshow]
+    cols += ["anchors"]
     rows = []
     for g in c.groups:
         st = c.stats.get((key, g))
@@ -116,6 +118,7 @@ def summary_rows(c: Comparison, env: str | None = None) -> tuple[list[str], list
                 row.append(fmt2(sk.at(k)))
             else:
                 row.append(fmt2(sk.per_env[key][sk.ks.index(k)]) if key in sk.per_env else "–")
+        row.append(("⚠ " if c.warning_of(key, g) else "") + c.anchors_tag(key, g))
         rows.append(row)
     return cols, rows
 
@@ -124,7 +127,7 @@ def summary_table(c: Comparison, env: str | None = None) -> Table:
     cols, rows = summary_rows(c, env)
     t = Table(title=env_title(c, env), title_justify="left")
     for i, col in enumerate(cols):
-        t.add_column(col, justify="left" if i == 0 else "right")
+        t.add_column(col, justify="left" if i == 0 or col == "anchors" else "right")
     for row in rows:
         t.add_row(*row)
     return t
@@ -138,6 +141,7 @@ def score_at_k_table(c: Comparison) -> Table:
     t.add_column("budget")
     for k in kshow:
         t.add_column(f"k={k}", justify="right")
+    t.add_column("anchors")
     for g in c.groups:
         for b in c.budgets:
             sk = c.score_at_k[(g, b)]
@@ -145,7 +149,28 @@ def score_at_k_table(c: Comparison) -> Table:
             for k in kshow:
                 j = sk.ks.index(k)
                 cells.append(f"{fmt2(sk.expected[j])}\n[{fmt2(sk.low[j])}, {fmt2(sk.high[j])}]")
-            t.add_row(g, fmt_budget(b), *cells)
+            t.add_row(g, fmt_budget(b), *cells, ("⚠ " if c.warning_of(ALL, g) else "") + c.anchors_tag(ALL, g))
+    return t
+
+
+def anchors_rows(c: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Which anchors normalized each group's runs on each environment, and where they come from."""
+    cols = ["env", "group", "runs", "start → reference", "anchors", "from"]
+    rows = []
+    for u in c.anchor_uses:
+        rows.append([u.env_id, u.group, str(u.n_runs), f"{u.anchors.start:g} → {u.anchors.reference:g}",
+                     ("⚠ " if (u.env_id, u.group) in c.mixed else "") + u.anchors.kind, u.anchors.summary])
+    return cols, rows
+
+
+def anchors_table(c: Comparison) -> Table:
+    cols, rows = anchors_rows(c)
+    t = Table(title="anchors: what each group's runs were normalized between (each run by its own setting's, "
+                    "unless --anchors says otherwise)", title_justify="left")
+    for col in cols:
+        t.add_column(col, overflow="fold")
+    for row in rows:
+        t.add_row(*row)
     return t
 
 
@@ -161,3 +186,8 @@ def print_report(console: Any, c: Comparison, *, width: int | None = None, chart
     if len(c.envs) > 1:
         console.print(summary_table(c, ALL))
     console.print(score_at_k_table(c))
+    console.print(anchors_table(c))
+    from rich.markup import escape
+
+    for w in c.warnings:
+        console.print(f"[bold yellow]warning:[/bold yellow] {escape(w)}", highlight=False)

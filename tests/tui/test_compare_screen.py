@@ -70,3 +70,28 @@ async def test_one_environment_has_no_all_page(comparison):
         await pilot.press("n")
         assert app.screen.env == "fix_embedding"
         await pilot.press("escape")
+
+
+async def test_the_screen_says_which_anchors_each_group_used_and_warns_when_mixed(comparison, toy_session):
+    from rebench_tui.compare.imports import read_human_session
+
+    app = CompareApp(comparison)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("n")  # fix_embedding
+        text = str(app.screen.query_one("#compare-anchors").render())
+        assert "human: published (METR, NVIDIA H100): 2.2→0.26" in text and "⚠" not in text
+        assert "anchors" in [str(c.label) for c in app.screen.query_one(CompareTable).ordered_columns]
+    # two toy sessions, one recorded with other anchors: the screen warns
+    a, b = toy_session(), toy_session()
+    for s in (a, b):
+        s.score()
+    meta = (b.folder / "session.json").read_text().replace('"reference_score": 2.0', '"reference_score": 4.0')
+    (b.folder / "session.json").write_text(meta.replace('"reference": 2.0', '"reference": 4.0'))
+    mixed = A.compare([read_human_session(a.folder), read_human_session(b.folder)], n_boot=5)
+    app = CompareApp(mixed)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        anchors = app.screen.query_one("#compare-anchors")
+        assert "MIXED" in str(anchors.render()) and "different anchors are averaged" in str(anchors.render())
+        assert anchors.has_class("mixed")

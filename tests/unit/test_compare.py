@@ -32,13 +32,13 @@ from rebench_tui.compare.imports import (
     score_value,
 )
 from rebench_tui.compare.runs import (
-    BUILTIN_ENVIRONMENTS,
     CompareError,
     EnvResolver,
     Scoring,
     SourceKind,
     UnknownEnvironment,
     make_run,
+    published_environments,
 )
 from rebench_tui.scoring import Aggregation, Direction
 from tests.conftest import KNOWN_IMAGES, ROOT
@@ -76,11 +76,11 @@ def run_of(env, scorings, *, label="agent", human=False, working_s=None, rid="r"
                     working_s=working_s, human=human)
 
 
-ENV = {e.env_id: e for e in BUILTIN_ENVIRONMENTS}
+ENV = {e.env_id: e for e in published_environments()}
 
 
 # -- environments --------------------------------------------------------------------------------
-def test_builtin_table_has_the_seven_environments():
+def test_published_table_has_the_seven_environments():
     assert sorted(ENV) == ["fix_embedding", "nanogpt_chat_rl", "optimize_llm_foundry", "restricted_mlm",
                            "rust_codecontests", "small_scaling_law", "triton_cumsum"]
     assert ENV["small_scaling_law"].aggregation is Aggregation.LAST
@@ -110,14 +110,32 @@ def test_unknown_task_names_are_a_clear_error(resolver):
     assert "ai_rd_made_up/main" in exc.value.what and "fix_embedding" in exc.value.fix
 
 
-def test_catalog_facts_take_precedence(catalog, fixture_catalog):
+def test_agent_runs_of_metr_tasks_keep_the_published_anchors(catalog, fixture_catalog):
+    """The catalog's gpu profile of triton_cumsum carries this project's H200 figures (1.3304 ->
+    -0.8408); a METR agent run was scored in METR's setting, so it keeps METR's (1.56 -> 0.47)."""
     r = EnvResolver(catalog)
-    assert r.info("ai_rd_fix_embedding/main").origin == "catalog:gpu"
-    assert r.info("optimize_llm_foundry").origin == "catalog:gpu"
-    # an environment missing from the catalog (here: one holding only the toy) comes from the built-in table
-    assert EnvResolver(fixture_catalog).info("optimize_llm_foundry").origin == "built-in"
+    tc = r.info("ai_rd_triton_cumsum/main")
+    assert (tc.start, tc.reference, tc.anchors.kind) == (1.56, 0.47, "published")
+    assert catalog.get("triton_cumsum").profile("gpu").start_score == 1.3304  # what it used to normalize by
+    assert tc.normalize(0.5) == pytest.approx((1.56 - 0.5) / (1.56 - 0.47))
+    assert tc.title == catalog.get("triton_cumsum").manifest.title  # the rule and title still come from the catalog
+    assert "H100" in tc.anchors.summary and "METR" in tc.anchors.summary
+    # an environment METR never published (the toy) is normalized by its catalog profile's anchors
     toy = EnvResolver(fixture_catalog).info("rebench_toy_score/main")  # only a smoke profile: that one
-    assert (toy.env_id, toy.start, toy.reference, toy.origin) == ("toy_score", 10.0, 2.0, "catalog:smoke")
+    assert (toy.env_id, toy.start, toy.reference, toy.origin, toy.anchors.kind) == ("toy_score", 10.0, 2.0, "catalog:smoke",
+                                                                                   "measured")
+    # without a catalog, the published table alone serves the seven environments
+    assert EnvResolver(fixture_catalog).info("optimize_llm_foundry").origin == "published"
+
+
+def test_a_log_that_carries_its_own_anchors_is_normalized_by_them(resolver, tmp_path):
+    data = json.loads((RUNS / "vivaria" / "triton_cumsum_o1.json").read_text())
+    data["metadata"] = {"start_score": 1.3304, "reference_score": -0.8408}
+    path = tmp_path / "own.json"
+    path.write_text(json.dumps(data))
+    (run,) = read_vivaria(path, resolver)
+    assert (run.env.start, run.env.reference, run.env.anchors.kind) == (1.3304, -0.8408, "log")
+    assert A.normalized_final_at(run) == pytest.approx((1.3304 - 1.015) / (1.3304 + 0.8408))
 
 
 def test_score_values():
@@ -236,7 +254,7 @@ def test_unknown_task_named_is_an_error_found_by_scanning_is_a_warning(resolver)
     with pytest.raises(UnknownEnvironment):
         read_path(RUNS / "bad" / "unknown_task.json", resolver)
     loaded = load_sources([RUNS], resolver)
-    assert len(loaded.runs) == 10
+    assert len(loaded.runs) == 13  # 10 in inspect/ and vivaria/, 3 in metr_agents/
     assert len(loaded.warnings) == 2
     assert any("unknown_task.json" in w and "ai_rd_made_up" in w for w in loaded.warnings)
     assert any("fix_embedding_trace.jsonl" in w and "taskId" in w for w in loaded.warnings)
@@ -468,7 +486,7 @@ def test_group_curves_by_hand(comparison):
 # -- reports ----------------------------------------------------------------------------------------
 def test_csv_files(comparison, tmp_path):
     paths = report.write_csv(comparison, tmp_path)
-    assert [p.name for p in paths] == ["curves.csv", "score_at_k.csv", "summary.csv", "runs.csv"]
+    assert [p.name for p in paths] == ["curves.csv", "score_at_k.csv", "summary.csv", "runs.csv", "anchors.csv"]
     with open(tmp_path / "curves.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert tuple(rows[0]) == report.CURVES_COLUMNS
@@ -533,7 +551,7 @@ def test_cli_compare_writes_every_report(tmp_path):
     r = _invoke([str(RUNS / "inspect"), str(RUNS / "vivaria"), "--no-humans", "--budget", "2h", "--budget", "8h",
                  "--bootstrap", "50", "-o", str(out)])
     assert r.exit_code == 0, r.output
-    assert sorted(p.name for p in out.iterdir()) == ["compare.html", "compare.png", "curves.csv", "runs.csv",
+    assert sorted(p.name for p in out.iterdir()) == ["anchors.csv", "compare.html", "compare.png", "curves.csv", "runs.csv",
                                                      "score_at_k.csv", "summary.csv"]
     assert "fix_embedding" in r.output and "score@k" in r.output and "norm@2h" in r.output
 
@@ -542,7 +560,7 @@ def test_cli_compare_env_filter_and_csv_only(tmp_path):
     r = _invoke([str(RUNS / "vivaria"), "--env", "ai_rd_small_scaling_law/main", "--bootstrap", "20", "--csv",
                  "-o", str(tmp_path), "--no-humans"])
     assert r.exit_code == 0, r.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["curves.csv", "runs.csv", "score_at_k.csv", "summary.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["anchors.csv", "curves.csv", "runs.csv", "score_at_k.csv", "summary.csv"]
     with open(tmp_path / "runs.csv", newline="") as fh:
         assert {row["env_id"] for row in csv.DictReader(fh)} == {"small_scaling_law"}
 

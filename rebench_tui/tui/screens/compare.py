@@ -29,6 +29,8 @@ class CompareScreen(Screen[None]):
     DEFAULT_CSS = """
     CompareScreen #compare-title { height: 1; padding: 0 1; background: $boost; text-style: bold; }
     CompareScreen #compare-help { height: 1; padding: 0 1; color: $text-muted; }
+    CompareScreen #compare-anchors { height: auto; max-height: 6; padding: 0 1; }
+    CompareScreen #compare-anchors.mixed { color: $warning; }
     """
     BINDINGS = [
         Binding("right,n", "next_env", "Next env", id="compare.next_env", priority=True),
@@ -51,6 +53,7 @@ class CompareScreen(Screen[None]):
         yield Static(id="compare-title")
         yield CompareChart(id="compare-chart")
         yield CompareTable(id="compare-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="compare-anchors")
         c = self.comparison
         yield Static(f"{len(c.runs)} runs · final scores at {fmt_budget(c.budget)} · score@k band: "
                      f"{int(c.level * 100)}% bootstrap ({c.n_boot} resamples, seed {c.seed})", id="compare-help")
@@ -70,6 +73,11 @@ class CompareScreen(Screen[None]):
         table.add_columns(*cols)
         for row in rows:
             table.add_row(*row, key=row[0])
+        lines = [f"anchors · {g}: {c.anchors_tag(env, g)}" for g in c.groups if c.anchors_of(env, g)]
+        warnings = [w for w in c.warnings if env == ALL or f" on {env}:" in w]
+        anchors = self.query_one("#compare-anchors", Static)
+        anchors.update("\n".join(lines + [f"⚠ {w}" for w in warnings]))
+        anchors.set_class(bool(warnings), "mixed")
         chart = self.query_one(CompareChart)
         plt = chart.plt
         plt.clear_data()
