@@ -78,7 +78,7 @@ def test_unknown_base_image_and_scorer(tmp_path, env_copy):
 
 def test_equal_start_and_reference_rejected(env_copy):
     def edit(d: Path):
-        t = (d / "environment.toml").read_text().replace("reference_score = -3.3", "reference_score = -1.6")
+        t = (d / "environment.toml").read_text().replace("reference_score = -1.0995", "reference_score = -0.3037")
         (d / "environment.toml").write_text(t)
 
     root = env_copy(ROOT / "environments" / "triton_cumsum", edit)
