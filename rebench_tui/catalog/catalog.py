@@ -119,8 +119,11 @@ def _calibration_problems(folder: Path, manifest_path: Path, manifest: Manifest)
 
 def load_environment(folder: Path, known_images: Iterable[str] | None = None,
                      published: Published | None = None) -> tuple[Environment | None, list[Problem]]:
-    """Load one folder; return the environment (or None) and every problem found in it."""
+    """Load one folder; return the environment (or None) and every problem found in it.
+    Without ``published``, the published figures beside the folder (its catalog's) are read."""
     problems: list[Problem] = []
+    if published is None and (folder.parent / PUBLISHED_FILE).is_file():
+        published, _ = load_published(folder.parent / PUBLISHED_FILE)  # its own problems are the catalog's to report
     manifest_path = folder / MANIFEST
     manifest: Manifest | None = None
     data: object = None
