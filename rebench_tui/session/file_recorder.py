@@ -16,8 +16,10 @@ child dies, the parent starts a new one, whose catch-up records what changed mea
 
 The pipe protocol is JSON lines (ASCII-escaped, so non-UTF-8 file names cross unchanged).
 Parent to child: ``{"config": {...}}`` first, then ``{"ack": n, "ok": bool, "error": text}``,
-``{"flush": id}``, ``{"fingerprint": id}``, ``{"stop": true}``. Child to parent: ``{"ready": true}``
-after the catch-up, ``{"batch": n, "changes": [...], "raw": events}``, ``{"flushed": id}``,
+``{"flush": id, "timeout": s, "rescan": bool}``, ``{"fingerprint": id}``, ``{"stop": true}``. Child
+to parent: ``{"ready": true}`` after the catch-up, ``{"batch": n, "changes": [...], "raw": events}``,
+``{"flushed": id, "complete": bool}``, ``{"rescanned": {reason, lost, found, files, seconds}}``
+(after a rescan's batches, when events were lost or it found differences),
 ``{"fingerprinted": id, "fingerprint": hex, "n_files": n}`` (the attempt fingerprint of the
 files as the child's watcher knows them; ``fingerprint`` null before its catch-up),
 ``{"error": text}``, ``{"stopped": true}``. Secret values (for the diff bases the child keeps) travel in the config
@@ -59,7 +61,8 @@ class FileRecorder:
 
     def __init__(self, root: Path, sink: Sink, state_path: Path, ignore: tuple[str, ...] = DEFAULT_IGNORE,
                  interval: float = 0.2, redact_pairs: list[tuple[str, str]] | None = None,
-                 on_error: Callable[[Exception], None] | None = None, python: str | None = None) -> None:
+                 on_error: Callable[[Exception], None] | None = None, python: str | None = None,
+                 on_rescan: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.root = Path(root).resolve()
         self.sink = sink
         self.state_path = state_path
@@ -67,6 +70,8 @@ class FileRecorder:
         self.interval = interval
         self._redact_pairs = list(redact_pairs or [])  # (secret form, mark): the child's diff bases keep no secret
         self.on_error = on_error
+        self.on_rescan = on_rescan
+        self.rescans: list[dict[str, Any]] = []  # what the child's rescans found, as it reported them
         self.python = python or sys.executable
         self.total_events = 0
         self.total_changes = 0
@@ -133,9 +138,19 @@ class FileRecorder:
             if "batch" in msg:
                 self._batch(msg)
             elif "flushed" in msg:
-                ev = self._flushes.pop(int(msg["flushed"]), None)
+                fid = int(msg["flushed"])
+                ev = self._flushes.pop(fid, None)
                 if ev is not None:
+                    self._replies[fid] = msg
                     ev.set()
+            elif "rescanned" in msg:
+                info = dict(msg["rescanned"])
+                self.rescans.append(info)
+                if self.on_rescan is not None:
+                    try:
+                        self.on_rescan(info)
+                    except Exception as exc:  # noqa: BLE001 - a full disk: reported; the changes themselves are recorded
+                        self._report(exc)
             elif "fingerprinted" in msg:
                 fid = int(msg["fingerprinted"])
                 ev = self._flushes.pop(fid, None)
@@ -203,13 +218,20 @@ class FileRecorder:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None and self._reader is not None and self._reader.is_alive()
 
-    def flush(self, timeout: float = 5.0) -> None:
-        """Wait until changes made before this call are recorded (before a scoring, and in tests)."""
+    def flush(self, timeout: float = 5.0, rescan: bool = False) -> bool:
+        """Wait until changes made before this call are recorded (before a scoring, and in tests);
+        with ``rescan``, also until the child has rescanned the workspace (``FileWatcher.flush``).
+        Returns whether that happened within ``timeout``."""
         fid = next(self._flush_ids)
         done = self._flushes[fid] = threading.Event()
-        if self._send({"flush": fid, "timeout": timeout}):
-            done.wait(timeout + 1.0)
-        self._flushes.pop(fid, None)
+        complete = False
+        try:
+            if self._send({"flush": fid, "timeout": timeout, "rescan": rescan}) and done.wait(timeout + 1.0):
+                complete = bool((self._replies.get(fid) or {}).get("complete", True))
+        finally:
+            self._flushes.pop(fid, None)
+            self._replies.pop(fid, None)
+        return complete
 
     def state_fingerprint(self, timeout: float = 10.0) -> tuple[str, int] | None:
         """The attempt fingerprint of the files as the child's watcher knows them now (call
@@ -290,12 +312,13 @@ def _child() -> None:
 
     redactor = Redactor.from_pairs(cfg.get("redact") or [])
     watcher = FileWatcher(Path(cfg["root"]), sink, Path(cfg["state"]), ignore=tuple(cfg["ignore"]),
-                          interval=float(cfg["interval"]), redact=redactor.text if redactor else None, on_error=on_error)
+                          interval=float(cfg["interval"]), redact=redactor.text if redactor else None, on_error=on_error,
+                          on_rescan=lambda info: send({"rescanned": info}))
     stop = threading.Event()
 
-    def flush(fid: int, timeout: float) -> None:
-        watcher.flush(timeout=timeout)
-        send({"flushed": fid})
+    def flush(fid: int, timeout: float, rescan: bool) -> None:
+        complete = watcher.flush(timeout=timeout, rescan=rescan)
+        send({"flushed": fid, "complete": complete})
 
     def state_fingerprint(fid: int) -> None:
         got = watcher.state_fingerprint()
@@ -307,7 +330,8 @@ def _child() -> None:
             if "ack" in msg:
                 acks.put(msg)
             elif "flush" in msg:
-                threading.Thread(target=flush, args=(msg["flush"], float(msg.get("timeout", 5.0))), daemon=True).start()
+                threading.Thread(target=flush, args=(msg["flush"], float(msg.get("timeout", 5.0)), bool(msg.get("rescan"))),
+                                 daemon=True).start()
             elif "fingerprint" in msg:
                 threading.Thread(target=state_fingerprint, args=(msg["fingerprint"],), daemon=True).start()
             elif "stop" in msg:

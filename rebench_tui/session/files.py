@@ -9,6 +9,18 @@ writes a second, not one per event, and no change is dropped from the record.
 While no watcher runs (the app closed), files still change; :meth:`FileWatcher.catch_up`
 compares the workspace with the last state recorded (``files.json``) and records the
 differences as changes seen on reopening.
+
+Events the kernel drops are found again. inotify's queue holds a fixed number of events
+(``/proc/sys/fs/inotify/max_queued_events``, 16,384 here); a burst past it (20,000 files made in
+a second) loses the rest, and watchdog only logs "Inotify queue overflowed". The watcher hears
+that warning (and any other from watchdog's observer) and then rescans: it walks the workspace,
+compares each file's size and mtime with its state, describes (hashes) only what differs, and
+records every difference with the note "found by a rescan after file events were lost". The
+flush before each scoring rescans too (noted "found by the rescan before a scoring"), so a
+scoring's files are in the record whatever was lost. A file still being written when it was
+described (its size or mtime moved while it was hashed, or its mtime was in the last moments)
+is looked at again once it has been quiet for a second, and recorded again if it changed
+("recorded again once it stopped changing"): a 2 GB file described at 1.7 GB ends at 2 GB.
 """
 
 from __future__ import annotations
@@ -18,8 +30,10 @@ import fnmatch
 import hashlib
 import itertools
 import json
+import logging
 import os
 import queue
+import re
 import tempfile
 import threading
 import time
@@ -41,6 +55,12 @@ DIFF_LIMIT = 64 * 1024  # a diff longer than this is cut (the note says how much
 HASH_LIMIT = 2 * 1024**3  # files above this are recorded by size and mtime only
 DEFERRED_LIMIT = 32 * 1024**2  # texts kept in memory between state saves before they are written out
 MARKER = ".rebench-flush-"  # flush barrier files, made and removed at the workspace's top; never recorded
+SETTLE = 1.0  # seconds a file must stay unchanged before a file seen while it was written is described again
+RECENT = 0.05  # an mtime this close to the moment a file was described: it may change again unseen (same tick)
+RESCAN_CHUNK = 1000  # changes found by a rescan go to the sink in batches of this many
+LOST = "found by a rescan after file events were lost"
+BEFORE_SCORING = "found by the rescan before a scoring"
+SETTLED = "recorded again once it stopped changing"
 
 
 @dataclass(frozen=True)
@@ -86,6 +106,77 @@ def is_ignored(rel: str, patterns: tuple[str, ...] = DEFAULT_IGNORE) -> bool:
         elif any(fnmatch.fnmatch(part, pat) for part in parts):
             return True
     return False
+
+
+class _Ignore:
+    """The ignore rules of :func:`is_ignored`, compiled, for walks over many files: a name is
+    matched against the unanchored patterns once, where its folder was checked already."""
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        names = [p for p in patterns if "/" not in p]
+        self.names = re.compile("|".join(fnmatch.translate(p) for p in names)) if names else None
+        self.anchored = tuple(p.rstrip("/") for p in patterns if "/" in p)
+
+    def __call__(self, rel: str, name: str) -> bool:
+        if self.names is not None and self.names.match(name):
+            return True
+        if name.startswith(MARKER) and "/" not in rel:
+            return True
+        return any(rel == a or rel.startswith(a + "/") for a in self.anchored)
+
+
+def stat_walk(root: Path, ignore: tuple[str, ...] = DEFAULT_IGNORE) -> dict[str, os.stat_result]:
+    """Every entry below ``root`` that is not a folder and that the ignore rules keep, with its
+    ``lstat`` (links are not followed): what a rescan compares with the recorded state."""
+    skip = _Ignore(ignore)
+    found: dict[str, os.stat_result] = {}
+    todo = [("", str(root))]
+    while todo:
+        reldir, path = todo.pop()
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            continue  # removed meanwhile, or unreadable: its files count as gone
+        for entry in entries:
+            rel = f"{reldir}/{entry.name}" if reldir else entry.name
+            if skip(rel, entry.name):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append((rel, entry.path))
+                else:
+                    found[rel] = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+    return found
+
+
+class _LostEvents(logging.Handler):
+    """Hears watchdog's observer say that events were lost ("Inotify queue overflowed; filesystem
+    events were lost", a watch it could not rebuild) and tells the watchers of this process."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.watchers: "set[FileWatcher]" = set()
+        # not ``self.lock``: that is logging.Handler's own, held while emit runs (taking it again hangs
+        # watchdog's inotify thread for good)
+        self.watchers_lock = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not record.name.startswith("watchdog.observers"):
+            return
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record that cannot be formatted still says something was wrong
+            text = str(record.msg)
+        with self.watchers_lock:
+            watchers = list(self.watchers)
+        for w in watchers:
+            w.lost_events(text)
+
+
+_LOST_EVENTS = _LostEvents()
+logging.getLogger("watchdog").addHandler(_LOST_EVENTS)
 
 
 def _read_text(path: Path, size: int) -> str | None:
@@ -199,9 +290,12 @@ class _Handler(FileSystemEventHandler):
 class FileWatcher:
     def __init__(self, root: Path, sink: Callable[[list[FileChange], int], None], state_path: Path,
                  ignore: tuple[str, ...] = DEFAULT_IGNORE, interval: float = 0.2,
-                 redact: Callable[[str], str] | None = None, on_error: Callable[[Exception], None] | None = None) -> None:
+                 redact: Callable[[str], str] | None = None, on_error: Callable[[Exception], None] | None = None,
+                 on_rescan: Callable[[dict[str, Any]], None] | None = None) -> None:
         """``sink(changes, raw_event_count)`` records a batch; it is called from the watcher's thread.
-        ``on_error`` hears of a batch that could not be recorded (a full disk); the watcher keeps going."""
+        ``on_error`` hears of a batch that could not be recorded (a full disk); the watcher keeps going.
+        ``on_rescan`` hears what a rescan found (``reason``, ``found``, ``files``, ``seconds``), after
+        its changes went to the sink, when events had been lost or the rescan found differences."""
         self.root = root.resolve()
         self.sink = sink
         self.state_path = state_path
@@ -231,6 +325,14 @@ class FileWatcher:
         self.on_error = on_error
         self.errors = 0
         self._caught_up = False  # the state (``_known``) describes the workspace: set by the first catch-up
+        self.on_rescan = on_rescan
+        self._unsettled: dict[str, list[Any]] = {}  # rel -> [when to look again, (size, mtime) last seen]
+        self._rescan_reason: str | None = None  # set when events were lost: the loop rescans
+        self._rescan_cond = threading.Condition()
+        self._rescans_asked = 0  # flushes that asked for a rescan, and rescans done (flush waits on these)
+        self._rescans_done = 0
+        self.rescans: list[dict[str, Any]] = []  # what each rescan found (reason, found, seconds)
+        self.lost = 0  # times watchdog said events were lost
 
     # -- state ----------------------------------------------------------------------------
     def _rel(self, path: str) -> str | None:
@@ -238,7 +340,24 @@ class FileWatcher:
         return path[len(root) + 1:] if path.startswith(root + os.sep) else None
 
     def _describe(self, rel: str) -> dict[str, Any] | None:
-        return describe(self.root / rel)
+        """:func:`describe`, noting a file that may still be changing (it moved while it was
+        hashed, or its mtime is of this very moment): it is looked at again once it is quiet."""
+        began = time.time()
+        desc = describe(self.root / rel)
+        if desc is None or desc.get("kind") is not None:
+            self._unsettled.pop(rel, None)
+            return desc
+        try:
+            st = os.lstat(self.root / rel)
+            after = (st.st_size, st.st_mtime)
+        except OSError:
+            after = None
+        moved = after != (desc["size"], desc["mtime"])
+        if moved or began - RECENT < desc["mtime"] < began + SETTLE:
+            self._unsettled[rel] = [time.monotonic() + SETTLE, after]
+        else:
+            self._unsettled.pop(rel, None)
+        return desc
 
     def _text(self, rel: str, desc: dict[str, Any]) -> str | None:
         """The file's text where it is small UTF-8 text, for diffs and blobs."""
@@ -324,6 +443,7 @@ class FileWatcher:
         if event != "deleted" and desc is None:
             event = "deleted"  # gone again before we looked
         if event == "deleted":
+            self._unsettled.pop(rel, None)
             if prev is None:
                 return None  # created and deleted inside one batch, or never seen: nothing to record
             self._known.pop(rel, None)
@@ -335,6 +455,9 @@ class FileWatcher:
             self._known.pop(rel, None)
         if event == "modified" and prev is not None and desc.get("sha256") and prev.get("sha256") == desc.get("sha256"):
             return None  # touched, not changed
+        if (event == "modified" and prev is not None and not desc.get("sha256") and not prev.get("sha256")
+                and all(prev.get(k) == desc.get(k) for k in ("size", "mtime", "kind"))):
+            return None  # unhashed (a link, or above the hash limit): the same size and mtime are the same file
         if event == "modified" and prev is None:
             event = "created"
         self._known[target] = desc
@@ -421,10 +544,99 @@ class FileWatcher:
             self._wake.wait(self.interval)
             self._wake.clear()
             self._drain_reporting()
+            self._settle_reporting()
             self._save_state()  # a change recorded just before a quiet spell is saved within a second
             self._flushed.set()
         self._drain_reporting()
         self._save_state(force=True)
+
+    # -- lost events and files still being written ------------------------------------------
+    def lost_events(self, why: str) -> None:
+        """Events were lost (watchdog said so; called from its thread): rescan soon."""
+        self.lost += 1
+        with self._rescan_cond:
+            self._rescan_reason = why
+        self._wake.set()
+
+    def _settle_reporting(self) -> None:
+        try:
+            self._settle()
+        except Exception as exc:  # noqa: BLE001 - as a drain's: reported, the watcher keeps going
+            self.errors += 1
+            if self.on_error is not None:
+                self.on_error(exc)
+
+    def _settle(self) -> None:
+        """Rescan where events were lost or a flush asked for it; look again at files that were
+        still changing when described, once they have been quiet for ``SETTLE`` seconds."""
+        with self._rescan_cond:
+            reason, self._rescan_reason = self._rescan_reason, None
+            asked = self._rescans_asked
+        if reason is not None or asked > self._rescans_done:
+            lost = reason is not None
+            self._drain()  # events that did arrive first, so a rescan records only what was lost
+            self._rescan(LOST if lost else BEFORE_SCORING, reason or "before a scoring", lost)
+            with self._rescan_cond:
+                self._rescans_done = max(self._rescans_done, asked)
+                self._rescan_cond.notify_all()
+        if not self._unsettled:
+            return
+        now = time.monotonic()
+        changes: list[FileChange] = []
+        for rel, entry in list(self._unsettled.items()):
+            if entry[0] > now:
+                continue
+            try:
+                st = os.lstat(self.root / rel)
+                seen = (st.st_size, st.st_mtime)
+            except OSError:
+                seen = None
+            if seen != entry[1]:  # still changing: wait until it has been quiet for SETTLE
+                entry[0], entry[1] = now + SETTLE, seen
+                continue
+            del self._unsettled[rel]
+            ch = self._change("modified" if seen is not None else "deleted", rel, note=SETTLED)
+            if ch is not None:
+                changes.append(ch)
+        self._emit_changes(changes)
+
+    def _emit_changes(self, changes: list[FileChange]) -> None:
+        for at in range(0, len(changes), RESCAN_CHUNK):
+            chunk = changes[at:at + RESCAN_CHUNK]
+            self.total_changes += len(chunk)
+            self.sink(chunk, 0)
+            self._dirty = True
+
+    def _rescan(self, note: str, reason: str, lost: bool) -> dict[str, Any]:
+        """Compare the workspace with the state: files whose size or mtime differ, or that were
+        still changing when described, are described again; new and gone files are recorded.
+        Every difference is recorded with ``note``."""
+        began = time.monotonic()
+        found = stat_walk(self.root, self.ignore)
+        changes: list[FileChange] = []
+        self._defer_blobs = True
+        try:
+            for rel in sorted(found.keys() | self._known.keys()):
+                st, prev = found.get(rel), self._known.get(rel)
+                if st is None:
+                    ch = self._change("deleted", rel, note=note)
+                elif prev is None:
+                    ch = self._change("created", rel, note=note)
+                elif prev.get("size") != st.st_size or prev.get("mtime") != st.st_mtime or rel in self._unsettled:
+                    ch = self._change("modified", rel, note=note)
+                else:
+                    continue
+                if ch is not None:
+                    changes.append(ch)
+        finally:
+            self._defer_blobs = False
+        self._emit_changes(changes)
+        info = {"reason": reason, "lost": lost, "found": len(changes), "files": len(found),
+                "seconds": round(time.monotonic() - began, 3)}
+        self.rescans.append(info)
+        if (lost or changes) and self.on_rescan is not None:
+            self.on_rescan(info)
+        return info
 
     # -- lifecycle ------------------------------------------------------------------------
     def catch_up(self) -> list[FileChange]:
@@ -466,6 +678,8 @@ class FileWatcher:
 
     def start(self) -> None:
         self.catch_up()
+        with _LOST_EVENTS.watchers_lock:
+            _LOST_EVENTS.watchers.add(self)
         self._observer = Observer()
         self._observer.schedule(_Handler(self._q, str(self.root), self._markers), str(self.root), recursive=True)
         self._observer.start()
@@ -504,17 +718,34 @@ class FileWatcher:
             except OSError:
                 pass
 
-    def flush(self, timeout: float = 5.0) -> None:
-        """Wait until events seen so far are recorded (before a scoring, tests, and before closing)."""
+    def flush(self, timeout: float = 5.0, rescan: bool = False) -> bool:
+        """Wait until events seen so far are recorded (before a scoring, tests, and before closing);
+        with ``rescan`` (before a scoring), also until a rescan that began after this call is
+        (whatever events were lost, the files as they are now are in the record). Returns whether
+        that happened within ``timeout``."""
         deadline = time.monotonic() + timeout
         self._barrier(min(1.0, timeout))
+        if rescan:
+            with self._rescan_cond:
+                self._rescans_asked += 1
+                target = self._rescans_asked
+            self._wake.set()
+            with self._rescan_cond:
+                while self._rescans_done < target:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self.alive:
+                        return False
+                    self._rescan_cond.wait(min(left, 0.5))
         while time.monotonic() < deadline:
             self._flushed.clear()
             self._wake.set()  # drain now: a scoring waits on this
             if self._flushed.wait(timeout=max(0.0, deadline - time.monotonic())) and self._q.empty():
-                return
+                return True
+        return False
 
     def stop(self) -> None:
+        with _LOST_EVENTS.watchers_lock:
+            _LOST_EVENTS.watchers.discard(self)
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout=5)

@@ -147,16 +147,19 @@ class RemoteFileWatcher(FileWatcher):
         self._thread = threading.Thread(target=self._loop, name="rebench-remote-files", daemon=True)
         self._thread.start()
 
-    def flush(self, timeout: float = 5.0) -> None:
-        """Wait until a scan that began after this call is recorded (two scans from now)."""
+    def flush(self, timeout: float = 5.0, rescan: bool = False) -> bool:
+        """Wait until a scan that began after this call is recorded (two scans from now). Every
+        scan of the poller is a whole one, so ``rescan`` asks for nothing more; returns whether
+        that scan came within the time."""
         deadline = time.monotonic() + max(timeout, 4 * self.interval + 1.0)
         with self._cond:
             target = self.scans + 2
             while self.scans < target:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return
+                    return False
                 self._cond.wait(left)
+        return True
 
     def reopen(self) -> None:
         """End the current stream so the loop opens a fresh one (a full scan) on the live link.

@@ -54,6 +54,7 @@ STATE = ".state"
 FILES_STATE = "files.json"
 COMMANDS_STATE = "commands.json"
 LOCK = "lock"
+FLUSH_BEFORE_SCORING_S = 60.0  # the longest a scoring waits for the files it scores to be recorded
 
 
 @dataclass(frozen=True)
@@ -327,15 +328,27 @@ class Session:
             elif separate_process:
                 self.watcher = FileRecorder(self.workspace, self._record_files, self.folder / STATE / FILES_STATE,
                                             ignore=self.ignore, interval=interval, redact_pairs=self.redactor.pairs,
-                                            on_error=self._file_error)
+                                            on_error=self._file_error, on_rescan=self._files_rescanned)
             else:
                 self.watcher = FileWatcher(self.workspace, self._record_files, self.folder / STATE / FILES_STATE,
-                                           ignore=self.ignore, interval=interval, redact=redact, on_error=self._file_error)
+                                           ignore=self.ignore, interval=interval, redact=redact, on_error=self._file_error,
+                                           on_rescan=self._files_rescanned)
             self.watcher.start()
         return self.watcher
 
     def _file_error(self, exc: Exception) -> None:
         self._emit("error", f"recording file changes failed: {exc}")
+
+    def _files_rescanned(self, info: dict[str, Any]) -> None:
+        """A rescan of the workspace (``files.FileWatcher._rescan``) found what events did not say:
+        the row says why it ran and how much it found (its changes are recorded just before it)."""
+        found, files, took = info.get("found", 0), info.get("files", 0), info.get("seconds", 0.0)
+        if info.get("lost"):
+            text = (f"file events were lost ({str(info.get('reason'))[:200]}); a rescan of the {files} files found "
+                    f"{found} change(s) they missed, recorded as 'found by a rescan', in {took:.2f} s")
+        else:
+            text = f"the rescan before a scoring found {found} change(s) not yet recorded, among {files} files, in {took:.2f} s"
+        self.audit.append(log(text, {"event": "files_rescanned", **info}, title="recorder"))
 
     # -- the link to a remote engine ----------------------------------------------------------
     def start_link(self) -> LinkMonitor | None:
@@ -492,7 +505,9 @@ class Session:
                                    kept="every record (nothing was lost; the container keeps running)",
                                    fix="score again once the status line says the link is back")
             if self.watcher is not None:
-                self.watcher.flush(timeout=2.0)  # file changes made before the key press are recorded before it
+                # File changes made before the key press are recorded before it, by events and a rescan (some
+                # events may have been lost): what is scored is in the record.
+                self.watcher.flush(timeout=FLUSH_BEFORE_SCORING_S, rescan=True)
             if self._score_log_backlog:
                 self.audit.flush()  # a full disk held rows back: they go first, or this scoring waits
                 self._flush_score_log()
