@@ -297,7 +297,7 @@ def calibrate(env: Environment, profile: str, runtime: Runtime, *, runs: int, co
     assert spec.reference is not None  # the manifest's validation guarantees one
     if runs < 1:
         raise CalibrationError("--runs must be at least 1")
-    if getattr(runtime, "remote", False):
+    if runtime.remote:
         raise CalibrationError("calibrate runs on this machine's engine or the local runtime, not on a remote engine",
                                fix="run it on the GPU host itself (`--runtime local` where it has no Docker)")
     if participant_uid is not None:

@@ -386,11 +386,9 @@ def stop(session_id: str, remove: bool, sessions_dir: Path | None) -> None:
     if meta.runtime != "docker":
         err.print("local sessions have no container to stop")
         return
-    from .runtime.remote import is_remote, remove_session_volumes
-
     rt = workstation.runtime_for(meta, settings)
-    found = rt.find_containers(meta.id)  # type: ignore[attr-defined]
-    remote = is_remote(getattr(rt, "base_url", None))
+    found = rt.find_containers(meta.id)
+    remote = rt.remote
     for c in found:
         c.stop(timeout=5)
         if remove and remote:
@@ -402,7 +400,7 @@ def stop(session_id: str, remove: bool, sessions_dir: Path | None) -> None:
                 err.print(f"  skipped as unsafe: {line}")
         if remove:
             c.remove(force=True)
-    volumes = remove_session_volumes(rt.client, meta.id) if remove and remote else 0  # type: ignore[attr-defined]
+    volumes = rt.remove_session_volumes(meta.id) if remove else 0
     err.print(f"{'removed' if remove else 'stopped'} {len(found)} container(s)" + (f" and {volumes} volume(s)" if volumes else "")
               + f" of {meta.id}; records stay in {folder}")
 
@@ -496,7 +494,7 @@ def images_build(names: tuple[str, ...], host: str | None) -> None:
     """Build base images NAMES (default: base) and what they need."""
     settings = _settings()
     rt = workstation.connect_docker(settings, host)
-    builder = rt.builder(_progress)  # type: ignore[attr-defined]
+    builder = rt.builder(_progress)
     for name in names or ("base",):
         tag = builder.ensure(name)
         err.print(f"ready: {name} = {tag}")

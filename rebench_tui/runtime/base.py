@@ -20,6 +20,7 @@ from ..catalog import Environment, Profile
 
 if TYPE_CHECKING:
     from .gpus import Gpu, GpuSupport
+    from .images import ImageBuilder
 
 OutputFn = Callable[[str, bytes], None]  # (stream name "stdout"|"stderr", chunk)
 ProgressFn = Callable[[str], None]
@@ -205,9 +206,13 @@ class Sandbox(ABC):
 
 
 class Runtime(ABC):
+    """What every caller may ask of a runtime. The defaults below are the answers of a runtime
+    without containers or images (the local one); the Docker runtime overrides them."""
+
     kind: str
     isolated: bool
     host: str
+    remote: bool = False  # the engine is on another host: homes live in volumes there
 
     @abstractmethod
     def ensure_image(self, env: Environment, profile: Profile, progress: ProgressFn) -> str | None:
@@ -229,6 +234,23 @@ class Runtime(ABC):
     def gpu_inventory(self) -> list["Gpu"]:
         """Every GPU sandboxes can get here, with which are free; [] where they get none."""
         return []
+
+    def find_containers(self, session_id: str | None = None) -> list[Any]:
+        """The containers of one session (every session's, without one), stopped ones too; []
+        where the runtime has no containers."""
+        return []
+
+    def remove_session_volumes(self, session_id: str) -> int:
+        """Remove the home volume a session kept on a remote engine; how many went (0 where the
+        runtime keeps none)."""
+        return 0
+
+    def builder(self, progress: ProgressFn) -> "ImageBuilder":
+        """The builder of this engine's base images; raises where the runtime builds none."""
+        from ..errors import RebenchError
+
+        raise RebenchError(f"the {self.kind} runtime builds no images",
+                           fix="build them on a Docker engine: `rebench-tui images build [--host URL]`")
 
 
 def supervisor_argv(python: str, supervisor: str, token: str, argv: Sequence[str], *, user: str | None,

@@ -256,9 +256,9 @@ class DockerRuntime(Runtime):
 
     def ping(self, timeout: float = 3.0) -> None:
         """Raises unless the engine answers ``/_ping`` within ``timeout`` seconds."""
-        api = self.client.api
-        res = api._get(api._url("/_ping"), timeout=timeout)
-        api._raise_for_status(res)
+        api = self.client.api  # a requests.Session: its public get() takes a per-call timeout
+        res = api.get(f"{api.base_url}/_ping", timeout=timeout)
+        res.raise_for_status()
 
     def reconnect(self) -> None:
         """Replace the client with a new connection (the SDK's SSH transport does not come back by
@@ -627,6 +627,9 @@ class DockerRuntime(Runtime):
     def find_containers(self, session_id: str | None = None) -> list[Any]:
         label = f"{LABEL_SESSION}={session_id}" if session_id else f"{LABEL_MANAGED}=1"
         return self.client.containers.list(all=True, filters={"label": label})
+
+    def remove_session_volumes(self, session_id: str) -> int:
+        return remove_session_volumes(self.client, session_id) if self.remote else 0
 
     def attach(self, spec: SandboxSpec) -> Sandbox | None:
         if self.remote:
