@@ -15,7 +15,7 @@ from .errors import RebenchError, RuntimeUnavailable
 from .hosts import host_for_url, load_hosts, resolve_host
 from .runtime import Runtime
 from .runtime.images import Recipes
-from .session.records import SessionMeta
+from .trajectory.records import SessionMeta
 
 RuntimeChoice = Literal["auto", "docker", "local"]
 

@@ -238,11 +238,11 @@ class Environment:
 
     @functools.cached_property
     def scorer_sha256(self) -> str:
-        """The digest a scorer of this environment reports over its own files (see the scorer
-        helpers' ``identity`` module, which computes both)."""
-        from ..runtime.lib.rebench_scorer.identity import digest
+        """The digest a scorer of this environment reports over its own files (the scorer
+        helpers' ``identity`` module computes the same in the container)."""
+        from ..hashing import scorer_digest
 
-        return digest(str(self.protected_dir))
+        return scorer_digest(self.protected_dir)
 
     @property
     def dockerfile(self) -> Path:

@@ -147,7 +147,7 @@ def own_anchors(meta: dict[str, Any]) -> Anchors | None:
 def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run:
     """A human session folder as a run, normalized by the anchors the session recorded (or by the
     resolver's override, if it has one)."""
-    from ..session.records import SessionMeta
+    from ..trajectory.records import SessionMeta
     from ..trajectory.audit import read_entries
 
     try:

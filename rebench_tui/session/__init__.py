@@ -10,11 +10,11 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .records import Pause, ScoreRecord, SessionMeta
+    from ..trajectory.records import Pause, ScoreRecord, SessionMeta
     from .session import Session, SessionEvent
 
 __all__ = ["Pause", "ScoreRecord", "Session", "SessionEvent", "SessionMeta"]
-_WHERE = {"Pause": ".records", "ScoreRecord": ".records", "SessionMeta": ".records",
+_WHERE = {"Pause": "..trajectory.records", "ScoreRecord": "..trajectory.records", "SessionMeta": "..trajectory.records",
           "Session": ".session", "SessionEvent": ".session"}
 
 

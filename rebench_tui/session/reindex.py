@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 from ..clock import SystemClock, WorkingClock
 from ..scoring import Aggregation, attempt_fingerprint, counting_attempt, normalize
 from ..store import Store
-from .records import SessionMeta
+from ..trajectory.records import SessionMeta
 
 META = "session.json"
 AUDIT = "audit.jsonl"

@@ -44,7 +44,7 @@ from .link import LinkMonitor
 from .lock import SessionLock
 from .remote_files import RemoteFileWatcher
 from .scoring_marker import SCORING_STATE, ScoringMarker
-from .records import ClockModel, CountingScore, Pause, ScoreRecord, SessionMeta
+from ..trajectory.records import ClockModel, CountingScore, Pause, ScoreRecord, SessionMeta
 
 META = "session.json"
 AUDIT = "audit.jsonl"

@@ -20,7 +20,7 @@ import pydantic_core
 
 from ..errors import RebenchError
 from ..scoring import Aggregation, Attempt, attempt_fingerprint, counting_attempt, group_attempts, normalize
-from ..session.records import CountingScore, SessionMeta
+from .records import CountingScore, SessionMeta
 
 META = "session.json"
 AUDIT = "audit.jsonl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.message import Message
 
 from ..session import SessionEvent
-from ..session.records import ScoreRecord
+from ..trajectory.records import ScoreRecord
 
 
 class SessionUpdate(Message):

@@ -15,7 +15,7 @@ from textual_plotext import PlotextPlot
 
 from ...clock import format_hms
 from ...scoring import Aggregation, Attempt, running_counting
-from ...session.records import CountingScore, ScoreRecord
+from ...trajectory.records import CountingScore, ScoreRecord
 
 
 def _fmt(x: float, digits: int = 4) -> str:
