@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 from urllib.parse import urlsplit
 
 from .assets import AssetStatus, AssetStore, prepare_command
@@ -22,6 +22,9 @@ from .catalog import Environment, Profile
 from .config import Settings
 from .errors import RebenchError
 from .runtime.images import Recipes
+
+if TYPE_CHECKING:
+    from .runtime.docker_runtime import DockerRuntime
 
 Status = Literal["ok", "warn", "fail", "skip"]
 MIN_API = (1, 41)                 # Docker 20.10: device requests, `docker system dial-stdio` over SSH
@@ -101,7 +104,7 @@ class Doctor:
     """Runs the checks for one environment profile (or just the engine) against one engine."""
 
     def __init__(self, settings: Settings, env: Environment | None = None, profile: str | None = None,
-                 host: str | None = None, connect: Callable[[str | None], Any] | None = None) -> None:
+                 host: str | None = None, connect: Callable[[str | None], DockerRuntime] | None = None) -> None:
         self.settings = settings
         self.env = env
         self.profile: Profile | None = env.profile(profile or env.profile_names[0]) if env is not None else None
@@ -135,7 +138,7 @@ class Doctor:
         return self.findings
 
     # -- the checks -------------------------------------------------------------------------
-    def _engine(self) -> Any | None:
+    def _engine(self) -> DockerRuntime | None:
         from .workstation import connect_docker
 
         try:
@@ -146,7 +149,7 @@ class Doctor:
         self.add("engine", "ok", f"Docker engine answers at {rt.host}")
         return rt
 
-    def _api(self, rt: Any) -> None:
+    def _api(self, rt: DockerRuntime) -> None:
         v = rt.client.version()
         api = v.get("ApiVersion", "?")
         if _version_tuple(api) >= MIN_API:
@@ -155,7 +158,7 @@ class Doctor:
             self.add("API version", "fail", f"engine {v.get('Version', '?')} speaks API {api}; rebench-tui needs {'.'.join(map(str, MIN_API))}",
                      "upgrade Docker on the host to 20.10 or newer")
 
-    def _gpus(self, rt: Any) -> None:
+    def _gpus(self, rt: DockerRuntime) -> None:
         """Which GPU mode the host will use and why (toolkit, devices, none), then its GPUs."""
         need = self.profile.gpus if self.profile else 0
         name = self.profile.name if self.profile else None
@@ -183,7 +186,7 @@ class Doctor:
             self.add("GPUs", "fail", f"{len(free)} of {len(gpus)} free ({desc}); the {name} profile needs {need}",
                      "wait for other sessions to finish (`rebench-tui sessions --status active`), or use another host")
 
-    def _cpu_memory(self, rt: Any) -> None:
+    def _cpu_memory(self, rt: DockerRuntime) -> None:
         info = rt.client.info() or {}
         ncpu, mem = int(info.get("NCPU") or 0), int(info.get("MemTotal") or 0)
         detail = f"{ncpu} CPUs, {mem / GIB:.1f} GiB"
@@ -198,7 +201,7 @@ class Doctor:
         else:
             self.add("CPUs and memory", "ok", detail)
 
-    def _image(self, rt: Any) -> None:
+    def _image(self, rt: DockerRuntime) -> None:
         name = self.profile.base_image if self.profile else "base"
         recipe = Recipes.load(self.settings.images).images.get(name)
         if recipe is None:
@@ -217,7 +220,7 @@ class Doctor:
             self.add("base image", "warn", f"{recipe.tag} is not built yet; `start` builds it first (minutes)",
                      f"`rebench-tui images build {name}`" + (f" --host {self.host}" if self.host else ""))
 
-    def _disk(self, rt: Any) -> None:
+    def _disk(self, rt: DockerRuntime) -> None:
         need = DISK_MARGIN + self._asset_bytes()
         free = rt.engine_free_bytes()
         if free is None:
@@ -233,7 +236,7 @@ class Doctor:
         if self.env is not None and not self._asset_ready() and local_free < DISK_MARGIN:
             self.add("disk (asset cache)", "fail", f"{local_free / GIB:.1f} GiB free under {probe}", "set XDG_CACHE_HOME to a larger disk")
 
-    def _clock(self, rt: Any) -> None:
+    def _clock(self, rt: DockerRuntime) -> None:
         before = time.time()
         info = rt.client.info() or {}
         after = time.time()

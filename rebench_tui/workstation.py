@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 from .catalog import Catalog, Environment, load_catalog
 from .config import Settings
@@ -17,6 +17,9 @@ from .runtime import Runtime
 from .runtime.images import Recipes
 from .trajectory.records import SessionMeta
 
+if TYPE_CHECKING:
+    from .runtime.docker_runtime import DockerRuntime
+
 RuntimeChoice = Literal["auto", "docker", "local"]
 
 
@@ -25,7 +28,7 @@ def catalog(settings: Settings) -> Catalog:
     return load_catalog(settings.environments, known)
 
 
-def connect_docker(settings: Settings, host: str | None = None, timeout: int = 60) -> Runtime:
+def connect_docker(settings: Settings, host: str | None = None, timeout: int = 60) -> DockerRuntime:
     """The Docker engine at ``host`` (default: settings, DOCKER_HOST, the local socket), with its
     hosts-file entry (GPU mode, provided images) where one lists that engine."""
     from .runtime.docker_runtime import DockerRuntime
