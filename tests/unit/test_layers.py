@@ -102,3 +102,21 @@ def test_scorer_digest_sees_a_changed_scorer(tmp_path):
     assert scorer_digest(tmp_path) == before, "held-out assets are data, not code"
     (tmp_path / "score.py").write_text("print(2)\n")
     assert scorer_digest(tmp_path) != before and scorer_digest(tmp_path) == digest(str(tmp_path))
+
+
+def test_the_contracts_catch_an_arrow_back_up_and_a_textual_import(tmp_path):
+    """The same contracts on a copy of the package with two deliberate breaks: both are reported."""
+    shutil.copytree(PKG, tmp_path / "rebench_tui", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PKG.parent / "pyproject.toml", tmp_path)
+    with open(tmp_path / "rebench_tui" / "trajectory" / "records.py", "a", encoding="utf-8") as fh:
+        fh.write("\nfrom ..session import lock  # deliberate: records importing the session layer\n")
+    with open(tmp_path / "rebench_tui" / "store.py", "a", encoding="utf-8") as fh:
+        fh.write("\nimport textual  # deliberate: the core importing textual\n")
+    exe = Path(sys.executable).with_name("lint-imports")
+    cmd = [str(exe)] if exe.exists() else [shutil.which("lint-imports") or "lint-imports"]
+    r = subprocess.run([*cmd, "--no-cache"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "rebench_tui.trajectory.records -> rebench_tui.session.lock" in r.stdout, r.stdout
+    assert "rebench_tui.store -> textual" in r.stdout, r.stdout
+    assert "2 broken" in r.stdout, r.stdout
