@@ -94,6 +94,9 @@ class Sandbox(ABC):
     home: str  # the participant's home as the sandbox's commands see it
     protected: str  # the protected folder as the sandbox's commands see it
     python: str  # the interpreter that runs scorers
+    # Paths in the sandbox a link from the home must never lead to (checked around a scoring with
+    # ``guard_links``); empty where nothing in the sandbox is hidden from the participant.
+    forbidden_link_targets: tuple[str, ...] = ()
 
     @abstractmethod
     def exec(

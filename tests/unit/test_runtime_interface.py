@@ -84,3 +84,16 @@ def test_no_module_reaches_a_runtime_around_its_interface():
     offenders = [f"{p.relative_to(PKG)}:{n}: {line.strip()}" for p in PKG.rglob("*.py")
                  for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert not offenders, offenders
+
+
+def test_forbidden_link_targets_are_on_the_sandbox_interface(tmp_path):
+    """Whether a scoring guards links is a typed question of any sandbox: the local one (nothing
+    hidden from the participant) answers none, the Docker one names the scorer's protected folder."""
+    from rebench_tui.runtime.base import Sandbox
+    from rebench_tui.runtime.docker_runtime import PROTECTED, DockerSandbox
+    from rebench_tui.runtime.local import LocalSandbox
+
+    assert Sandbox.forbidden_link_targets == ()
+    assert LocalSandbox.forbidden_link_targets == () and not LocalSandbox.isolated
+    assert DockerSandbox.isolated and PROTECTED in DockerSandbox.forbidden_link_targets
+    assert "/proc" in DockerSandbox.forbidden_link_targets
