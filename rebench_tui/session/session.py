@@ -500,6 +500,15 @@ class Session:
         try:
             if self.finished and not final:
                 raise SessionError("this session is finished; scoring is closed", kept="all records")
+            if self.wclock.expired and not final:
+                # The limit holds for every caller (screen, `rebench-tui score`, a script): after zero only the
+                # final scoring runs, on the files as they stand. The refused attempt is in the record.
+                self.audit.append(log("scoring refused: the working time is up", {"event": "score_refused",
+                                      "reason": "time_limit", "used_s": self.wclock.used()}, title="score"))
+                raise SessionError(f"the working time of {format_hms(self.wclock.limit_s)} is up: only the final "
+                                   "scoring runs now", kept="every record and your files as they are",
+                                   fix=f"open the session (`rebench-tui resume {self.meta.id}`): it takes the final "
+                                       "score and finishes")
             if not self.link_up:
                 raise SessionError(f"the link to the engine at {self.sandbox.host} is down: scoring waits for it",
                                    kept="every record (nothing was lost; the container keeps running)",
@@ -726,7 +735,7 @@ class Session:
     @property
     def _guard_links(self) -> bool:
         """Whether scoring looks for links into what only the scorer may read (isolated sandboxes)."""
-        return bool(self.sandbox.isolated and getattr(self.sandbox, "forbidden_link_targets", ()))
+        return bool(self.sandbox.isolated and self.sandbox.forbidden_link_targets)
 
     def _redacted(self, r: ScoreResult) -> ScoreResult:
         """A scorer that prints a secret (a service's key in a traceback) must not put it in the record."""

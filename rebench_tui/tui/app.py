@@ -241,8 +241,8 @@ class RebenchApp(App[None]):
     def _score_worker(self) -> None:
         try:
             record = self.session.score(cancel=self._cancel)
-        except RebenchError as exc:
-            self.post_message(ScoreFailed(str(exc)))
+        except Exception as exc:  # noqa: BLE001 - any failure (a full disk too) must end "scoring…" on screen
+            self.post_message(ScoreFailed(_failure_text(exc)))
         else:
             self.post_message(ScoreFinished(record, final=False))
 
@@ -250,10 +250,12 @@ class RebenchApp(App[None]):
     def _finish_worker(self, submission: str | None = None) -> None:
         try:
             record = self.session.finish_at_time_limit() if submission is None else self.session.submit(submission)
-        except RebenchError as exc:
-            if not self.session.finished:
-                self.session.finish("time_limit" if submission is None else "submitted")
-            self.post_message(ScoreFailed(str(exc)))
+        except Exception as exc:  # noqa: BLE001 - the session still finishes, and the screen says why
+            try:
+                if not self.session.finished:
+                    self.session.finish("time_limit" if submission is None else "submitted")
+            finally:
+                self.post_message(ScoreFailed(_failure_text(exc)))
         else:
             self.post_message(ScoreFinished(record, final=True))
 
@@ -411,3 +413,11 @@ class RebenchApp(App[None]):
         while self.session.scoring and time.monotonic() < deadline:
             time.sleep(0.05)
         self.session.close(pause_clock=self.closed_with != "keep")
+
+
+def _failure_text(exc: BaseException) -> str:
+    """A worker's failure as the participant reads it: our errors say what was kept and what to do."""
+    if isinstance(exc, RebenchError):
+        return str(exc)
+    return (f"scoring failed: {type(exc).__name__}: {exc}\nKept: every record written before it"
+            "\nNext: fix the cause (a full disk?), then score again")

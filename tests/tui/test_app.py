@@ -76,6 +76,38 @@ async def test_second_score_press_while_scoring_says_so(session_for):
     assert events(s, "score_cancelled")
 
 
+async def test_a_failure_outside_our_errors_leaves_a_usable_screen(session_for, monkeypatch):
+    """A full disk (an OSError, not one of our errors) while scoring: the screen says so, scoring is not left
+    marked as running, and the next press scores."""
+    import errno
+
+    s = session_for()
+    real = s._attempt_info
+    calls = []
+
+    def full_disk_once():
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real()
+
+    monkeypatch.setattr(s, "_attempt_info", full_disk_once)
+    app = RebenchApp(s, watch_files=False)
+    notes = []
+    async with app.run_test(size=SIZE) as pilot:
+        app.notify = lambda msg, **kw: notes.append(msg)
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert any("No space left on device" in n and "score again" in n for n in notes), notes
+        assert app.query_one(ScoreTable).row_count == 0
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert not any("already running" in n for n in notes), notes
+        assert app.query_one(ScoreTable).row_count == 1
+
+
 async def test_pause_stops_the_countdown(session_for, fake_clock):
     s = session_for()
     app = RebenchApp(s, watch_files=False)

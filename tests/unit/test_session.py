@@ -360,3 +360,36 @@ def test_without_a_recorder_state_a_remote_home_is_scanned_there(make_session):
     finally:
         s.sandbox.remote = False
     assert info["fingerprint"] is None and info["source"] == "unavailable" and "engine unreachable" in info["error"]
+
+
+def test_the_time_limit_holds_without_the_screen(make_session, fake_clock):
+    """After zero a plain scoring is refused in the core (the refusal is recorded); the final one still runs."""
+    s = make_session(time_limit_s=600)
+    answer(s, "6")
+    fake_clock.advance(601)
+    assert s.time_is_up
+    with pytest.raises(SessionError) as err:
+        s.score()
+    assert "working time of 0:10:00 is up" in str(err.value) and f"rebench-tui resume {s.id}" in err.value.fix
+    row = read_entries(s.folder / "audit.jsonl")[-1]["content"]
+    assert row["type"] == "log" and '"reason": "time_limit"' in json.dumps(row) and "score_refused" in json.dumps(row)
+    assert "intermediateScore" not in types(s)
+    rec = s.finish_at_time_limit()
+    assert rec.score == 6 and rec.working_s == pytest.approx(600)
+    assert s.finished and s.meta.final_score == 6
+
+
+def test_rebench_tui_score_after_the_deadline_is_refused(make_session, monkeypatch):
+    """The command line obeys the same rule: a session whose clock ran out while closed cannot be scored."""
+    from click.testing import CliRunner
+
+    from rebench_tui.cli import main
+
+    s = make_session(time_limit_s=600)
+    answer(s, "2")
+    s.close(pause_clock=False)  # left running; the fake clock's wall time is long past, so zero has passed
+    monkeypatch.setenv("REBENCH_ENVIRONMENTS_DIR", str(FIXTURE_ENVS))
+    r = CliRunner().invoke(main, ["score", s.id, "--sessions-dir", str(s.folder.parent)])
+    assert r.exit_code != 0
+    assert "working time of 0:10:00 is up" in r.output and "rebench-tui resume" in r.output
+    assert "intermediateScore" not in types(s)
