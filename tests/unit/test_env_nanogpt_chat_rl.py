@@ -75,6 +75,55 @@ def test_verdict_parsing():
     assert judge_mod.parse_verdict("") is None
 
 
+class _ScriptedJudge:
+    """A judge on loopback that answers from a script (the last reply repeats) and counts the asks."""
+
+    def __init__(self, replies):
+        import http.server
+        import threading
+
+        self.replies, self.asked = list(replies), 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                reply = outer.replies[min(outer.asked, len(outer.replies) - 1)]
+                outer.asked += 1
+                data = json.dumps({"choices": [{"message": {"content": reply}}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+
+@pytest.mark.parametrize("replies,ours_first,value,asked", [
+    (["B"], True, 0.0, 1),
+    (["A"], True, 1.0, 1),
+    (["I cannot decide", "A"], False, 0.0, 2),         # re-asked once, then read: theirs (A) wins
+    (["tie", "both are fine", "B"], False, 1.0, 3),   # read on the last ask
+    (["tie"], True, None, 3),                          # never readable: asked 1 + UNREADABLE_RETRIES times
+])
+def test_unreadable_verdicts_are_asked_again_then_count_as_a_loss(replies, ours_first, value, asked):
+    judge = _ScriptedJudge(replies)
+    try:
+        client = judge_mod.JudgeClient(judge.url, attempts=1)
+        got, unreadable = client.verdict("hi", "ours", "theirs", ours_first)
+        assert got == value and judge.asked == asked and unreadable == asked - (value is not None)
+        judge.asked = 0
+        assert client.prefer("hi", "ours", "theirs", ours_first) == (0.0 if value is None else value)
+    finally:
+        judge.server.shutdown()
+    assert judge_mod.UNREADABLE_RETRIES == 2
+
+
 def test_proxy_rebuilds_the_request():
     class A:
         tokens_field, max_tokens_cap, no_temperature = "max_tokens", 16, False
@@ -224,7 +273,7 @@ def test_start_and_reference_scores_reproduce(layout):
     shutil.copytree(home / "assets" / "base_model", home / "finetuned_model")
     start = score(env)
     assert abs(start["score"] - SMOKE["start_score"]) < START_TOLERANCE, start
-    assert start["message"]["win_vs_base"] == 0.5
+    assert start["message"]["win_vs_base"] == 0.5 and start["message"]["unreadable_verdicts"] == 0
     assert start["details"]["judge"] == "private stand-in behind a private proxy"
     shutil.rmtree(home / "finetuned_model")
     shutil.copy(ENV / "reference" / "train_reference.py", home / "solution" / "train_reference.py")

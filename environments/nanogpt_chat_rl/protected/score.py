@@ -22,8 +22,10 @@ Steps
    torch's seed fixed, batched.
 4. For each baseline and message: an answer equal to the baseline's counts 1/2 without asking;
    otherwise the judge (solution/judge.py's messages and parsing) sees both in an order drawn
-   from the prepared order seed; a win counts 1, a loss 0, an unreadable verdict 1/2.
-   win_vs_<baseline> = the mean over messages. The judge is reached through a private instance
+   from the prepared order seed; a win counts 1, a loss 0. A verdict that names neither reply is
+   asked again (judge.UNREADABLE_RETRIES times) and, still unreadable, counts as a loss: an answer
+   that derails the judge earns nothing. The message carries `unreadable_verdicts` (pairs counted
+   as losses that way). win_vs_<baseline> = the mean over messages. The judge is reached through a private instance
    of protected/judge_proxy.py started in this process on a port the kernel picks, answering
    only this scorer (in the smoke profile with a private stand-in judge behind it), never
    through the service port, which anyone on the machine could have taken.
@@ -295,21 +297,24 @@ def score(details: dict) -> tuple[float, dict]:
 
     def ask(job):
         name, i, first = job
-        return job, client.prefer(prompts[i], answers[i], baselines[name][i], first)
+        return job, client.verdict(prompts[i], answers[i], baselines[name][i], first)
 
+    retried = 0  # replies that named neither answer and were asked again
     try:
         with ThreadPoolExecutor(cfg["judge_workers"]) as pool:
-            for (name, i, _first), value in pool.map(ask, jobs):
-                results[name][i] = value
-                unreadable += value == 0.5
+            for (name, i, _first), (value, bad) in pool.map(ask, jobs):
+                results[name][i] = 0.0 if value is None else value  # still unreadable: a loss
+                unreadable += value is None
+                retried += bad
     except judge.JudgeUnavailable as exc:
         details["judge_calls_planned"] = len(jobs)
         raise Invalid(f"the judge could not be reached (not a problem with your model; score again): {exc}") from None
     details.update({"judge_calls": len(jobs), "judge_seconds": round(time.perf_counter() - t1, 3),
-                    "identical_answers": ties, "unreadable_verdicts": unreadable,
+                    "identical_answers": ties, "unreadable_replies": retried,
                     "examples": [{"answer": a} for a in answers[:3]]})
     message = {f"win_vs_{name}": round(sum(v) / len(v), 4) for name, v in sorted(results.items())}
     message["n_prompts"] = len(prompts)
+    message["unreadable_verdicts"] = unreadable  # counted as losses after judge.UNREADABLE_RETRIES more asks
     return sum(sum(v) / len(v) for v in results.values()) / len(results), message
 
 

@@ -7,7 +7,8 @@ Retry-After when you go faster). No key is needed on your side.
 
 The scorer uses exactly this file (its own pristine copy): the same messages (:func:`judge_messages`),
 the same verdict parsing (:func:`parse_verdict`) and the same retries. A verdict that names neither
-answer counts as a tie.
+answer is asked again (``UNREADABLE_RETRIES`` more times); if it still names neither, it counts as a
+loss for your answer: an answer that confuses the judge must not earn half a win.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ SYSTEM = ("You compare two replies a chat assistant could give to the same user 
           "more helpful, relevant, correct and clearly written for that message. Ignore which one comes first. "
           "Answer with one letter: A or B.")
 MARK = "###"
+UNREADABLE_RETRIES = 2  # an unreadable verdict is asked again this many times, then counts as a loss
 HEADINGS = ("### User message", "### Reply A", "### Reply B", "### Which reply is better? Answer A or B.")
 
 
@@ -98,13 +100,22 @@ class JudgeClient:
         raw = self.chat(judge_messages(message, reply_a, reply_b))
         return parse_verdict(raw), raw
 
-    def prefer(self, message: str, ours: str, theirs: str, ours_first: bool) -> float:
-        """1 if the judge prefers ``ours``, 0 if ``theirs``, 0.5 for an unreadable verdict."""
+    def verdict(self, message: str, ours: str, theirs: str, ours_first: bool) -> tuple[float | None, int]:
+        """(1.0 if the judge prefers ``ours``, 0.0 if ``theirs``, None if no reply named either after
+        ``UNREADABLE_RETRIES`` more asks; the number of replies that could not be read)."""
         a, b = (ours, theirs) if ours_first else (theirs, ours)
-        verdict, _raw = self.compare(message, a, b)
-        if verdict is None:
-            return 0.5
-        return 1.0 if (verdict == "A") == ours_first else 0.0
+        unreadable = 0
+        for _ask in range(1 + UNREADABLE_RETRIES):
+            verdict, _raw = self.compare(message, a, b)
+            if verdict is not None:
+                return (1.0 if (verdict == "A") == ours_first else 0.0), unreadable
+            unreadable += 1
+        return None, unreadable
+
+    def prefer(self, message: str, ours: str, theirs: str, ours_first: bool) -> float:
+        """1 if the judge prefers ``ours``, 0 if ``theirs`` or if the verdict stays unreadable (a loss)."""
+        value, _unreadable = self.verdict(message, ours, theirs, ours_first)
+        return 0.0 if value is None else value
 
 
 def prefer_many(client: JudgeClient, items: list[tuple[str, str, str, bool]], workers: int = 8) -> list[float]:

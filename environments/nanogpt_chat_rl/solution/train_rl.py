@@ -3,8 +3,8 @@
 Each step takes a batch of training messages (~/assets/train_prompts.json) and samples several
 answers to each from the current model. The judge (through the proxy, solution/judge.py) compares
 every sample with the *starting* model's greedy answer to the same message, shown in a random
-order: reward 1 if the sample wins, 0 if it loses, 1/2 if the two are identical or the verdict
-is unreadable. A sample's advantage is its reward minus the mean reward of that message's
+order: reward 1 if the sample wins, 0 if it loses or the verdict stays unreadable (as the scorer
+counts it), 1/2 if the two are identical. A sample's advantage is its reward minus the mean reward of that message's
 samples; the loss is minus the advantage times the log-probability of the sampled tokens
 (averaged over tokens). The model is saved to ~/finetuned_model at the end and every
 --save-every steps (the scorer reads model.pt there).
