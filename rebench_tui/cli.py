@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import workstation
@@ -50,7 +51,6 @@ DURATION = _Duration()
 def _usage_error(exc: click.UsageError) -> None:
     """Click's own errors (a bad option value, a missing argument, an unknown option) as one line
     that names the fix, like every other error here; exit status 2, as click's."""
-    from rich.markup import escape
 
     ctx = exc.ctx
     where = ctx.command_path if ctx is not None else "rebench-tui"
@@ -73,7 +73,6 @@ class _Group(click.Group):
         except click.UsageError as exc:
             _usage_error(exc)
         except RebenchError as exc:
-            from rich.markup import escape  # messages may hold [brackets]: print them as written
 
             err.print(f"[bold red]error:[/bold red] {escape(exc.what)}", highlight=False)
             if exc.kept:
@@ -129,7 +128,9 @@ def list_cmd(verbose: bool) -> None:
             a = here if here is not None else None
             start, ref = (a.start, a.reference) if a is not None else (p.start_score, p.reference_score)
             tag = (a.kind if a.kind != "calibrated" else a.tag) if a is not None else "calibration file unreadable"
-            lines.append(f"{p.name}: {start:.4g} → {ref:.4g} ({p.gpus}), {tag}")
+            n = len(p.differences)
+            lines.append(f"{p.name}: {start:.4g} → {ref:.4g} ({p.gpus}), {tag}"
+                         + ("" if not p.setting else ", paper's setting" if not n else f", {n} setting(s) differ"))
         t.add_row(env.id, m.title, f"{m.task_id} {m.version}", f"{m.score.direction.value} is better, {m.score.aggregation.value}"
                   + (", hidden" if m.score.visibility == "hidden" else ""), "\n".join(lines), format_hms(m.time.limit))
     out.print(t)
@@ -157,11 +158,34 @@ def list_cmd(verbose: bool) -> None:
                 else:
                     out.print(f"  calibrate: rebench-tui calibrate {env.id} --profile {p.name} --runs 3", highlight=False, markup=False)
                 out.print(f"  measured: {p.measured.strip()}", highlight=False, markup=False)
+            out.print(_setting_table(env))
     if cat.problems:
         err.print(f"[bold red]{len(cat.problems)} problem(s):[/bold red]")
         for p in cat.problems:
             err.print(f"  - {p}", highlight=False, markup=False)
         sys.exit(1)
+
+
+def _setting_table(env) -> Table | str:
+    """The paper's setting beside each profile's, every difference named with why (list -v)."""
+    paper = env.manifest.paper
+    if paper is None:
+        return f"  [bold]{env.id}[/bold]: the manifest states no paper setting (no [paper] table)\n"
+    profiles = [env.profile(name) for name in env.profile_names]
+    t = Table(title=f"{env.id}: the paper's setting ({escape(paper.source)}) beside this project's", title_justify="left",
+              show_lines=True, expand=True)
+    t.add_column("setting", no_wrap=True)
+    t.add_column("paper")
+    for p in profiles:
+        t.add_column(p.name)
+    for i, name in enumerate(paper.settings):
+        ps = paper.settings[name]
+        row = [name, escape(ps.paper) + (f" [dim]({escape(ps.source)})[/dim]" if ps.source else "")]
+        for p in profiles:
+            r = p.setting[i]
+            row.append("[green]same[/green]" if r.same else f"[yellow]differs:[/yellow] {escape(r.here)} — {escape(r.why)}")
+        t.add_row(*row)
+    return t
 
 
 @main.command()
@@ -279,7 +303,6 @@ def _open_session(session_id: str | None, sessions_dir: Path | None):
     secret_values = workstation.resolve_secrets(env, meta.profile, settings, required=False)
     session = Session.open(folder, env, workstation.runtime_for(meta, settings), store=_store(settings),
                            secrets=secret_values)
-    from rich.markup import escape
 
     for note in session.resume_notes:  # a scoring the app died during, settled now (the screen says it too)
         err.print(f"[bold yellow]note:[/bold yellow] {escape(note)}", highlight=False)
@@ -520,7 +543,6 @@ def doctor(env_id: str | None, profile: str | None, host: str | None) -> None:
     where = host or settings.docker_host or "the local engine"
     out.print(f"[bold]doctor[/bold]: {env_id + ' (' + doc.profile.name + ' profile) on ' if doc.profile else ''}{where}", highlight=False)
     mark = {"ok": "[green]ok  [/green]", "warn": "[yellow]warn[/yellow]", "fail": "[bold red]FAIL[/bold red]", "skip": "[dim]skip[/dim]"}
-    from rich.markup import escape
 
     width = max(len(f.check) for f in findings)
     for f in findings:
@@ -668,6 +690,8 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
                    "calibration (`rebench-tui calibrate`), or a file (a calibration file, or TOML [environments.<id>] "
                    "start/reference tables)")
 @click.option("--finished-only", is_flag=True, help="leave out unfinished runs")
+@click.option("--paper-setting-only", is_flag=True,
+              help="leave out runs recorded as not made in the paper's setting (another judge, code model, data...)")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="folder for report files (default: ./compare-report); alone it writes PNG, HTML and CSV")
 @click.option("--png", is_flag=True, help="write compare.png (best-so-far curves, score@k with its band)")
@@ -677,7 +701,7 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: bool, sessions_dir: Path | None,
             envs: tuple[str, ...], budgets: tuple[str, ...], k_max: int | None, n_boot: int, seed: int, level: float,
             task: str | None, label: str | None, profile: str, anchors: str | None, finished_only: bool,
-            out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool) -> None:
+            paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool) -> None:
     """Compare human sessions with agent runs: best-so-far score vs working time, finals, score@k.
 
     SOURCES: session ids or folders, Inspect logs (.eval/.json), Vivaria JSON/JSONL (trace entries,
@@ -699,8 +723,7 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     settings = _settings(sessions_dir)
     resolver = resolver_for(settings, profile, anchors)
     got = gather(sources, resolver, sessions_dir=settings.sessions, humans_dirs=humans_dirs, no_humans=no_humans,
-                 envs=envs, finished_only=finished_only, task=task, label=label)
-    from rich.markup import escape
+                 envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only)
 
     for w in got.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from ..clock import parse_duration
 from ..scoring import Aggregation, Direction
+from .setting import PaperSpec, ProfileSetting, SettingRow, check_profiles, setting_rows
 
 if TYPE_CHECKING:
     from .anchors import PublishedEnv
@@ -162,6 +163,8 @@ class ProfileSpec(_Strict):
     # Commands started as root in the sandbox at creation (and on resume when not running): stand-in
     # models, proxies that add a key. Each is an argv list.
     services: list[Annotated[list[str], Field(min_length=1)]] = Field(default_factory=list)
+    # How this profile stands on each of the paper's settings ([paper] below): "same" or what and why.
+    setting: dict[str, ProfileSetting] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _distinct_scores(self) -> "ProfileSpec":
@@ -185,6 +188,14 @@ class Manifest(_Strict):
     assets: AssetsSpec | None = None
     # Keys are checked per entry so an unknown profile is reported beside every other problem.
     profiles: dict[Literal["gpu", "smoke"], ProfileSpec] = Field(min_length=1)
+    # RE-Bench's own setting (baselines, judge, code model, problem set, data), beside each profile's.
+    paper: PaperSpec | None = None
+
+    @model_validator(mode="after")
+    def _settings_answer_the_paper(self) -> "Manifest":
+        if problems := check_profiles(self.paper, self.profiles):
+            raise ValueError("; ".join(problems))
+        return self
 
     @property
     def task_id(self) -> str:
@@ -212,6 +223,11 @@ class Profile:
     open_files: int = DEFAULT_OPEN_FILES
     anchors: str = "measured"  # the kind of the manifest's figures: published | measured | uncalibrated
     calibration: CalibrationSpec | None = None
+    setting: tuple[SettingRow, ...] = ()  # the paper's settings beside this profile's (setting.py)
+
+    @property
+    def differences(self) -> tuple[SettingRow, ...]:
+        return tuple(r for r in self.setting if not r.same)
 
 
 @dataclass(frozen=True)
@@ -275,4 +291,5 @@ class Environment:
             services=tuple(tuple(cmd) for cmd in spec.services),
             anchors=spec.anchors,
             calibration=spec.calibration,
+            setting=setting_rows(self.manifest.paper, spec.setting),
         )

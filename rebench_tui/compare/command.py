@@ -54,7 +54,7 @@ class Gathered:
 
 def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path, humans_dirs: Sequence[Path] = (),
            no_humans: bool = False, envs: Sequence[str] = (), finished_only: bool = False, task: str | None = None,
-           label: str | None = None) -> Gathered:
+           label: str | None = None, paper_setting_only: bool = False) -> Gathered:
     loaded = load_sources(sources, resolver, sessions_dir=sessions_dir, task=task, label=label)
     for folder in humans_dirs:
         if not folder.is_dir():
@@ -68,12 +68,22 @@ def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path,
         if added:
             out.notes.append(f"added {added} human session(s) from {sessions_dir} (--no-humans leaves them out)")
     out.runs = filter_runs(loaded.runs, resolver, envs, finished_only=finished_only)
+    off = [r for r in out.runs if r.setting_differs]
+    if paper_setting_only and off:
+        out.runs = [r for r in out.runs if not r.setting_differs]
+        out.notes.append(f"left out {len(off)} run(s) not made in the paper's setting (--paper-setting-only): "
+                         + ", ".join(f"{r.run_id} ({', '.join(r.setting_differs)})" for r in off[:10])
+                         + (" …" if len(off) > 10 else ""))
+    elif off:
+        out.warnings += [f"{r.run_id}: not in the paper's setting: differs in {', '.join(r.setting_differs)} "
+                         "(`rebench-tui list -v` says how; --paper-setting-only leaves such runs out)" for r in off]
     for r in out.runs:
         out.notes += [f"{r.run_id}: {n}" for n in r.notes if n.startswith("profile")]
     out.warnings += resolver.warnings
     if not out.runs:
-        raise CompareError("no runs to compare" + (" after --env/--finished-only" if loaded.runs else ""),
-                           kept=f"{len(out.warnings)} warning(s) above" if out.warnings else None,
+        raise CompareError("no runs to compare" + (" after --env/--finished-only/--paper-setting-only" if loaded.runs else ""),
+                           kept="; ".join(filter(None, [f"{len(out.warnings)} warning(s) above" if out.warnings else "",
+                                                        *[n for n in out.notes if n.startswith("left out")]])) or None,
                            fix="name session ids or folders, Inspect .eval/.json logs, or Vivaria .json/.jsonl files "
                                "(see `rebench-tui compare --help`)")
     return out

@@ -48,6 +48,7 @@ from .runs import (
     SourceKind,
     UnknownEnvironment,
     make_run,
+    setting_differs,
 )
 
 INSPECT_SUFFIXES = (".eval",)
@@ -176,7 +177,7 @@ def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run
                      "not the GPU setting's")
     return make_run(SourceKind.HUMAN_SESSION, meta.id, env, HUMAN_LABEL, scorings,
                     finished=meta.status == "finished", source=str(folder), working_s=meta.clock.banked_s,
-                    human=True, notes=notes)
+                    human=True, notes=notes, setting_differs=setting_differs({"setting": meta.setting}))
 
 
 def read_sessions_dir(folder: Path) -> list[Path]:
@@ -276,7 +277,8 @@ def read_inspect_log(path: Path, resolver: EnvResolver, *, task: str | None = No
         working = _attr(sample, "working_time") or _attr(sample, "total_time")
         finished = log.status == "success" and _attr(sample, "error") is None
         runs.append(make_run(SourceKind.INSPECT, rid, env, lab, scorings, finished=finished, source=str(path),
-                             working_s=None if working is None else float(working), human=human, notes=notes))
+                             working_s=None if working is None else float(working), human=human, notes=notes,
+                             setting_differs=setting_differs(_attr(sample, "metadata"))))
     if not runs:
         raise CompareError(f"the Inspect log {path} holds no samples",
                            fix="write the log with its samples (a header-only log has no scores)")
@@ -395,7 +397,7 @@ def _vivaria_run(obj: dict[str, Any], path: Path, resolver: EnvResolver, task: s
         finished = True
     rid = str(obj.get("runId") or obj.get("id") or rid_default)
     return make_run(SourceKind.VIVARIA, rid, env, lab, scorings, finished=finished, source=str(path),
-                    working_s=working, human=human, notes=notes)
+                    working_s=working, human=human, notes=notes, setting_differs=setting_differs(meta))
 
 
 def _group_rows(rows: list[dict[str, Any]], stem: str) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -465,7 +467,8 @@ def read_vivaria_bundle(folder: Path, resolver: EnvResolver, *, task: str | None
             obj["pauses"] = pauses if isinstance(pauses, list) else [pauses]
     r = _vivaria_run(obj, folder, resolver, task, label, folder.name)
     return make_run(r.kind, r.run_id, r.env, r.label, r.scorings, finished=r.finished, source=str(folder),
-                    working_s=r.working_s, human=r.human, notes=[n for n in r.notes if n != "from score-log rows"])
+                    working_s=r.working_s, human=r.human, notes=[n for n in r.notes if n != "from score-log rows"],
+                    setting_differs=r.setting_differs)
 
 
 # -- any source -------------------------------------------------------------------------------

@@ -42,7 +42,8 @@ SCORE_AT_K_COLUMNS = ("group", "budget_s", "env_id", "k", "n_runs", "expected", 
 SUMMARY_COLUMNS = ("env_id", "group", "budget_s", "runs", "finished", "scorings", "working_h", "scorings_per_hour",
                    "mean_final", "mean_normalized", "best_normalized", "anchors", "warning")
 RUNS_COLUMNS = ("run_id", "source_kind", "source", "env_id", "group", "label", "finished", "scorings", "working_s",
-                "final", "normalized", "start", "reference", "direction", "aggregation", "anchors", "anchors_summary")
+                "final", "normalized", "start", "reference", "direction", "aggregation", "anchors", "anchors_summary",
+                "setting_differs")
 ANCHORS_COLUMNS = ("env_id", "group", "n_runs", "start", "reference", "anchors", "summary", "mixed")
 
 
@@ -90,7 +91,7 @@ def run_rows(c: Comparison) -> list[list[Any]]:
     b = c.budget
     return [[r.run_id, r.kind.value, r.source, r.env_id, r.group, r.label, r.finished, len(r.scorings), r.duration_s,
              final_at(r, b), final_value(r, b), r.env.start, r.env.reference, r.env.direction.value, r.env.aggregation.value,
-             r.env.anchors.kind, r.env.anchors.summary]
+             r.env.anchors.kind, r.env.anchors.summary, ";".join(r.setting_differs)]
             for r in c.runs]
 
 

@@ -289,6 +289,9 @@ class Run:
     working_s: float | None = None  # total working time of the attempt, where known
     human: bool = False
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # The paper's settings this run was not made in (names; the session or export records the
+    # rest: catalog.setting). Empty: the paper's setting, or a log that does not say (METR's own runs).
+    setting_differs: tuple[str, ...] = ()
 
     @property
     def env_id(self) -> str:
@@ -320,7 +323,16 @@ class Run:
 
 def make_run(kind: SourceKind, run_id: str, env: EnvInfo, label: str, scorings: Iterable[Scoring], *,
              finished: bool, source: str = "", working_s: float | None = None, human: bool = False,
-             notes: Iterable[str] = ()) -> Run:
+             notes: Iterable[str] = (), setting_differs: Iterable[str] = ()) -> Run:
     """A run with its scorings sorted by working time (stable: equal times keep file order)."""
     ordered = tuple(sorted(scorings, key=lambda s: s.working_s))
-    return Run(kind, run_id, env, label, ordered, finished, source, working_s, human, tuple(notes))
+    return Run(kind, run_id, env, label, ordered, finished, source, working_s, human, tuple(notes), tuple(setting_differs))
+
+
+def setting_differs(meta: dict | None) -> tuple[str, ...]:
+    """The names of the paper's settings a run's recorded ``setting`` says it differs in."""
+    record = meta.get("setting") if isinstance(meta, dict) else None
+    differs = record.get("differs") if isinstance(record, dict) else None
+    if not isinstance(differs, list):
+        return ()
+    return tuple(str(d.get("name")) for d in differs if isinstance(d, dict) and d.get("name"))

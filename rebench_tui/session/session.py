@@ -24,6 +24,7 @@ from typing import Any, Callable
 from .. import __version__
 from ..assets import AssetStore
 from ..catalog import Anchors, Environment, manifest_anchors
+from ..catalog.setting import setting_record, setting_words
 from ..clock import Clock, SystemClock, WorkingClock, crossed_warnings, format_hms
 from ..errors import RebenchError, SessionError
 from ..runtime import Runtime, Sandbox, SandboxSpec
@@ -193,6 +194,7 @@ class Session:
             clock=ClockModel(limit_s=time_limit_s or m.time.limit), direction=m.score.direction.value,
             aggregation=m.score.aggregation.value, visibility=m.score.visibility, start_score=anchors.start,
             reference_score=anchors.reference, anchors=anchors.to_record(), score_timeout_s=profile.score_timeout,
+            setting=setting_record(m.paper, profile.setting),
             metadata={"rebench_tui": __version__, "python": platform.python_version(), "hostname": socket.gethostname(),
                       "user": getpass.getuser(), "isInteractive": True, "environment_path": str(env.path),
                       "sandbox": desc,
@@ -210,10 +212,11 @@ class Session:
             f"session started: {m.title} ({m.task_id} {m.version}), profile {profile.name}, "
             f"time limit {format_hms(meta.clock.limit_s)}, runtime {runtime.kind} on {runtime.host}"
             + ("" if sandbox.isolated else " — NOT ISOLATED: commands and the scorer run as you on this machine")
-            + f"; scores normalized between start {anchors.start:g} and reference {anchors.reference:g}, {anchors.summary}",
+            + f"; scores normalized between start {anchors.start:g} and reference {anchors.reference:g}, {anchors.summary}"
+            + f"; {setting_words(meta.setting)}",
             {"event": "session_started", "session_id": sid, "env": env.id, "profile": profile.name,
              "sandbox": desc, "time_limit_s": meta.clock.limit_s, "score": m.score.model_dump(mode="json"),
-             "anchors": anchors.to_record()},
+             "anchors": anchors.to_record(), "setting": meta.setting},
             title="session",
         ))
         session._index()

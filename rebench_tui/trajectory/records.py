@@ -76,6 +76,10 @@ class SessionMeta(BaseModel):
     # measured by the project, calibrated on this host, ...): catalog.anchors.Anchors.to_record().
     # None in sessions recorded before sessions kept it.
     anchors: dict[str, Any] | None = None
+    # How the session's profile stands on the paper's setting: catalog.setting.setting_record()
+    # ({"paper": source, "same": [names], "differs": [{name, paper, here, why}]}). None: the
+    # environment states no paper setting, or the session was recorded before sessions kept it.
+    setting: dict[str, Any] | None = None
     score_timeout_s: float
     submission: str | None = None
     # The score that counts at the finish: the median of the counting attempt's valid scorings

@@ -377,6 +377,7 @@ class SessionRecords:
             "direction": m.direction, "aggregation": m.aggregation, "visibility": m.visibility,
             "start_score": m.start_score, "reference_score": m.reference_score,
             "anchors": self.anchors_record,
+            "setting": m.setting,  # how its profile stands on the paper's setting (catalog.setting)
         }
 
     @property

@@ -21,6 +21,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Markdown, Static
 
+from ..catalog.setting import setting_words
 from ..clock import format_hms
 from ..errors import RebenchError
 from ..scoring import group_attempts
@@ -73,6 +74,8 @@ class RebenchApp(App[None]):
                 yield Countdown(id="countdown")
                 yield Static("", id="best")
                 yield Static(self._anchors_text(), id="anchors", classes="stale" if self._anchors_stale() else "")
+                yield Static(self._setting_text(), id="setting", classes="differs" if s.meta.setting and
+                             s.meta.setting.get("differs") else "")
                 yield Static("", id="scoring")
                 yield Static("Score history", classes="section")
                 with Vertical(id="history"):
@@ -86,6 +89,15 @@ class RebenchApp(App[None]):
         """Where the start and reference scores that normalize this session come from."""
         a = self.session.anchors
         return f"anchors ({a.kind}): start {a.start:g}, reference {a.reference:g} — {a.summary}"
+
+    def _setting_text(self) -> str:
+        """Whether this session runs in the paper's setting, and where it does not (list -v has the why)."""
+        record = self.session.meta.setting
+        differs = (record or {}).get("differs") or []
+        if not differs:
+            return setting_words(record)
+        return (f"setting: differs from the paper's in {len(differs)} — "
+                + "; ".join(f"{d['name']}: {d['here']}" for d in differs) + " (rebench-tui list -v says why)")
 
     def _anchors_stale(self) -> bool:
         return bool(self.session.anchors.provenance.get("stale")) or self.session.anchors.kind == "uncalibrated"

@@ -1,0 +1,114 @@
+"""The paper's setting of an environment beside each profile's own.
+
+A manifest's ``[paper]`` table names what RE-Bench used for every setting that moves the score
+(baseline models, judge, code model, problem set, data, time budgets) and where that is stated.
+Each profile's ``[profiles.<name>.setting]`` table says, for every one of those settings, either
+``here = "same"`` or what the profile uses instead and ``why``. A gpu profile must answer for every
+setting; a smoke profile that leaves the table out is a small stand-in throughout.
+
+The differences travel with every session (``session.json``'s ``setting``), so a comparison can
+flag or leave out runs that were not made in the paper's setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SAME = "same"
+STAND_IN = "a small stand-in of the same shape (the smoke profile runs on a CPU in minutes)"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PaperSetting(_Frozen):
+    paper: str = Field(min_length=1, description="what RE-Bench used")
+    source: str = Field("", description="where the paper, its appendix or METR's task family says so")
+
+
+class PaperSpec(_Frozen):
+    source: str = Field(min_length=1, description="the paper and task-family version these settings are read from")
+    settings: dict[str, PaperSetting] = Field(min_length=1)
+
+
+class ProfileSetting(_Frozen):
+    here: str = Field(min_length=1, description=f"{SAME!r}, or what this profile uses instead")
+    why: str = Field("", description="why it differs (required unless here is 'same')")
+
+    @model_validator(mode="after")
+    def _difference_says_why(self) -> "ProfileSetting":
+        if self.here.strip() != SAME and not self.why.strip():
+            raise ValueError(f"here = {self.here!r} differs from the paper: say why (why = \"...\")")
+        return self
+
+
+@dataclass(frozen=True)
+class SettingRow:
+    """One setting of one profile: the paper's value, this profile's, and why they differ."""
+
+    name: str
+    paper: str
+    here: str
+    why: str = ""
+    source: str = ""
+
+    @property
+    def same(self) -> bool:
+        return self.here == SAME
+
+    def to_record(self) -> dict[str, str]:
+        return {"name": self.name, "paper": self.paper, "here": self.here, "why": self.why}
+
+
+def check_profiles(paper: PaperSpec | None, profiles: dict[str, Any]) -> list[str]:
+    """Problems with the profiles' setting tables against the paper's (empty when all is well)."""
+    problems = []
+    known = set(paper.settings) if paper is not None else set()
+    for name, spec in profiles.items():
+        given = set(spec.setting)
+        if given and paper is None:
+            problems.append(f"profile {name!r} has a setting table but the manifest has no [paper] table to set it beside")
+            continue
+        if unknown := sorted(given - known):
+            problems.append(f"profile {name!r} names setting(s) the [paper] table does not have: {', '.join(unknown)}")
+        if name == "gpu" and paper is not None and (missing := [s for s in paper.settings if s not in given]):
+            problems.append(f"profile 'gpu' does not say how it stands on the paper's setting(s) {', '.join(missing)}: "
+                            f"add [profiles.gpu.setting] entries (here = \"same\", or what it uses and why)")
+    return problems
+
+
+def setting_rows(paper: PaperSpec | None, given: dict[str, ProfileSetting]) -> tuple[SettingRow, ...]:
+    """Every paper setting beside the profile's answer (a smoke profile's silence: the stand-in)."""
+    if paper is None:
+        return ()
+    rows = []
+    for name, p in paper.settings.items():
+        mine = given.get(name)
+        if mine is None:
+            rows.append(SettingRow(name, p.paper, STAND_IN if not given else "not stated", "the smoke profile's stand-in"
+                                   if not given else "the profile does not say", p.source))
+        else:
+            rows.append(SettingRow(name, p.paper, mine.here.strip(), mine.why.strip(), p.source))
+    return tuple(rows)
+
+
+def setting_record(paper: PaperSpec | None, rows: tuple[SettingRow, ...]) -> dict[str, Any] | None:
+    """What a session keeps: the paper's source, the settings held, and each difference in full."""
+    if paper is None:
+        return None
+    return {"paper": paper.source, "same": [r.name for r in rows if r.same],
+            "differs": [r.to_record() for r in rows if not r.same]}
+
+
+def setting_words(record: dict[str, Any] | None) -> str:
+    """One line for people: whether a session (by its record) ran in the paper's setting."""
+    if record is None:
+        return "the environment states no paper setting"
+    differs = record.get("differs") or []
+    if not differs:
+        return "in the paper's setting"
+    return f"differs from the paper's setting in {len(differs)}: " + ", ".join(d["name"] for d in differs)

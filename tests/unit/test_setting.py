@@ -1,0 +1,116 @@
+"""The paper's setting beside each profile's: manifests must answer for every setting, sessions
+record where they differ, `list -v` shows it, and compare flags or leaves out such runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from rebench_tui.catalog.catalog import load_catalog
+from rebench_tui.cli import main
+from rebench_tui.trajectory.audit import read_entries
+from tests.conftest import FIXTURE_ENVS, KNOWN_IMAGES
+
+PAPER = '''
+[paper]
+source = "a made-up paper, appendix Z"
+
+[paper.settings.judge]
+paper = "judge-model-7 at temperature 0"
+source = "appendix Z.1"
+
+[paper.settings.problems]
+paper = "the 165 test problems"
+'''
+
+
+def with_paper(smoke_setting: str):
+    def edit(dest):
+        toml = dest / "environment.toml"
+        text = toml.read_text()
+        # [paper] goes at the top level, before the first profile table
+        head, tail = text.split("[profiles.smoke]", 1)
+        toml.write_text(head + PAPER + "\n[profiles.smoke]" + tail.replace(
+            "[profiles.smoke.calibration]", smoke_setting + "\n[profiles.smoke.calibration]"))
+    return edit
+
+
+DIFFERS = '''setting = { judge = { here = "a rule-based stand-in", why = "no judge API here" }, problems = { here = "same" } }'''
+
+
+def test_every_shipped_environment_sets_the_papers_setting_beside_its_gpu_profile(catalog):
+    assert not catalog.problems, catalog.problems
+    for env in catalog.environments.values():
+        paper = env.manifest.paper
+        assert paper is not None, f"{env.id} states no paper setting"
+        gpu = env.profile("gpu")
+        assert [r.name for r in gpu.setting] == list(paper.settings), env.id
+        for r in gpu.setting:
+            assert r.paper.strip() and (r.same or r.why.strip()), (env.id, r)
+
+
+@pytest.mark.parametrize("setting,problem", [
+    ('setting = { judge = { here = "another judge" } }', "say why"),
+    ('setting = { judje = { here = "same" } }', "does not have: judje"),
+])
+def test_a_setting_table_that_does_not_answer_is_a_catalog_problem(env_copy, setting, problem):
+    root = env_copy(FIXTURE_ENVS / "toy_score", with_paper(setting))
+    cat = load_catalog(root, KNOWN_IMAGES)
+    assert any(problem in str(p) for p in cat.problems), cat.problems
+
+
+def test_a_gpu_profile_must_answer_for_every_setting(env_copy):
+    def edit(dest):
+        with_paper("")(dest)
+        toml = dest / "environment.toml"
+        toml.write_text(toml.read_text() + '\n[profiles.gpu]\nbase_image = "base"\nstart_score = 10.0\nreference_score = 2.0\n'
+                        'setting = { judge = { here = "same" } }\n')
+    cat = load_catalog(env_copy(FIXTURE_ENVS / "toy_score", edit), KNOWN_IMAGES)
+    assert any("'gpu' does not say how it stands on the paper's setting(s) problems" in str(p) for p in cat.problems), cat.problems
+
+
+def test_a_smoke_profile_that_says_nothing_is_a_stand_in_throughout(env_copy):
+    cat = load_catalog(env_copy(FIXTURE_ENVS / "toy_score", with_paper("")), KNOWN_IMAGES)
+    assert not cat.problems, cat.problems
+    rows = cat.get("toy_score").profile("smoke").setting
+    assert [r.name for r in rows] == ["judge", "problems"] and not any(r.same for r in rows)
+
+
+def test_sessions_record_the_differences_and_list_v_shows_them(env_copy, toy_session, monkeypatch, tmp_path):
+    root = env_copy(FIXTURE_ENVS / "toy_score", with_paper(DIFFERS))
+    s = toy_session(root)
+    assert s.meta.setting == {"paper": "a made-up paper, appendix Z", "same": ["problems"],
+                              "differs": [{"name": "judge", "paper": "judge-model-7 at temperature 0",
+                                           "here": "a rule-based stand-in", "why": "no judge API here"}]}
+    on_disk = json.loads((s.folder / "session.json").read_text())["setting"]
+    assert on_disk == s.meta.setting
+    started = read_entries(s.folder / "audit.jsonl")[0]["content"]["content"]
+    assert "differs from the paper's setting in 1: judge" in started[0] and started[1]["setting"] == s.meta.setting
+
+    monkeypatch.setenv("REBENCH_ENVIRONMENTS_DIR", str(root))
+    monkeypatch.setenv("COLUMNS", "250")
+    r = CliRunner().invoke(main, ["list", "-v"])
+    assert r.exit_code == 0, r.output
+    assert "smoke: 10 → 2 (0), measured, 1 setting(s) differ" in r.output
+    assert "the paper's setting (a made-up paper, appendix Z) beside this project's" in r.output
+    assert "judge-model-7 at temperature 0" in r.output and "differs: a rule-based stand-in — no judge API here" in r.output
+
+
+def test_compare_flags_runs_out_of_the_papers_setting_and_can_leave_them_out(env_copy, toy_session, monkeypatch, fake_clock):
+    root = env_copy(FIXTURE_ENVS / "toy_score", with_paper(DIFFERS))
+    s = toy_session(root)
+    fake_clock.advance(60)
+    s.score()
+    s.submit("done")
+    s.close()
+    monkeypatch.setenv("REBENCH_ENVIRONMENTS_DIR", str(root))
+    sessions = str(s.folder.parent)
+    r = CliRunner().invoke(main, ["compare", s.id, "--sessions-dir", sessions, "--bootstrap", "0"])
+    assert r.exit_code == 0, r.output
+    assert f"{s.id}: not in the paper's setting: differs in judge" in " ".join(r.output.split())
+    r = CliRunner().invoke(main, ["compare", s.id, "--sessions-dir", sessions, "--paper-setting-only"])
+    assert r.exit_code != 0
+    assert "no runs to compare after --env/--finished-only/--paper-setting-only" in r.output
+    assert "left out 1 run(s) not made in the paper's setting" in " ".join(r.output.split())
