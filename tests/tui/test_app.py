@@ -386,3 +386,19 @@ async def test_the_screen_says_where_the_sessions_anchors_come_from(tmp_path, fa
     app = RebenchApp(uncal, watch_files=False)
     async with app.run_test(size=SIZE):
         assert app.query_one("#anchors").has_class("stale")
+
+
+async def test_the_screen_says_where_the_session_is_not_in_the_papers_setting(env_copy, toy_session):
+    from tests.unit.test_setting import DIFFERS, with_paper
+
+    s = toy_session(env_copy(FIXTURE_ENVS / "toy_score", with_paper(DIFFERS)))
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE):
+        line = app.query_one("#setting")
+        text = " ".join(str(line.render()).split())
+        assert "differs from the paper's in 1 — judge: a rule-based stand-in" in text and line.has_class("differs")
+    plain = toy_session()  # the fixture states no paper setting
+    app = RebenchApp(plain, watch_files=False)
+    async with app.run_test(size=SIZE):
+        line = app.query_one("#setting")
+        assert "states no paper setting" in str(line.render()) and not line.has_class("differs")
