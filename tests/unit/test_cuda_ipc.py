@@ -60,3 +60,15 @@ def test_the_number_of_distinct_mappings_is_bounded():
     with pytest.raises(cuda_ipc.ShareError, match="more than 2 distinct buffers"):
         opener._map(b"c" * 64)
     assert opener._map(b"a" * 64) == (1, 8)  # a known handle is reused, not opened again
+
+
+def test_a_handle_with_nul_bytes_survives_the_round_trip():
+    """Driver handles hold NUL bytes; a c_char field cut them at the first one (the H200 run of
+    2026-12-04 refused every handle: "a handle is 64 bytes, not 4")."""
+    raw = bytes([7, 1, 2, 0, 0, 9] + [0] * 20 + list(range(1, 39)))
+    assert len(raw) == cuda_ipc.HANDLE_BYTES
+    h = cuda_ipc.handle_from(raw)
+    assert cuda_ipc.handle_bytes(h) == raw
+    assert cuda_ipc.handle_from(base64.b64decode(base64.b64encode(cuda_ipc.handle_bytes(h)))).reserved[:] == list(raw)
+    with pytest.raises(cuda_ipc.ShareError, match="64 bytes, not 4"):
+        cuda_ipc.handle_from(raw[:4])

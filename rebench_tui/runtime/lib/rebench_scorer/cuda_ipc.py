@@ -36,7 +36,19 @@ class ShareError(Exception):
 
 
 class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * HANDLE_BYTES)]
+    # Bytes, not c_char: a c_char array reads back cut at its first NUL, and handles hold NULs.
+    _fields_ = [("reserved", ctypes.c_ubyte * HANDLE_BYTES)]
+
+
+def handle_bytes(handle: _Handle) -> bytes:
+    """All HANDLE_BYTES of a driver handle (NULs included)."""
+    return ctypes.string_at(ctypes.addressof(handle), HANDLE_BYTES)
+
+
+def handle_from(data: bytes) -> _Handle:
+    if len(data) != HANDLE_BYTES:
+        raise ShareError(f"a handle is {HANDLE_BYTES} bytes, not {len(data)}")
+    return _Handle.from_buffer_copy(data)
 
 
 _driver: ctypes.CDLL | None = None
@@ -106,7 +118,7 @@ def describe(tensor) -> dict[str, Any]:
     _check(lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr)), "cuMemGetAddressRange")
     handle = _Handle()
     _check(lib.cuIpcGetMemHandle(ctypes.byref(handle), base), "cuIpcGetMemHandle")
-    return {"kind": "cuda-ipc", "device": device, "handle": base64.b64encode(bytes(handle.reserved)).decode(),
+    return {"kind": "cuda-ipc", "device": device, "handle": base64.b64encode(handle_bytes(handle)).decode(),
             "offset_bytes": ptr - base.value, "shape": list(tensor.shape), "dtype": _dtype_name(tensor)}
 
 
@@ -170,7 +182,7 @@ class Opener:
         _ensure_context(self.device)
         lib = _cuda()
         ptr = ctypes.c_uint64()
-        rc = lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), _Handle(handle), LAZY_ENABLE_PEER_ACCESS)
+        rc = lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), handle_from(handle), LAZY_ENABLE_PEER_ACCESS)
         _check(rc, "opening a shared buffer (cuIpcOpenMemHandle)")
         base, size = ctypes.c_uint64(), ctypes.c_size_t()
         rc = lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr)
