@@ -51,7 +51,6 @@ DURATION = _Duration()
 def _usage_error(exc: click.UsageError) -> None:
     """Click's own errors (a bad option value, a missing argument, an unknown option) as one line
     that names the fix, like every other error here; exit status 2, as click's."""
-
     ctx = exc.ctx
     where = ctx.command_path if ctx is not None else "rebench-tui"
     what = exc.format_message().rstrip(".")
@@ -72,8 +71,7 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:
             _usage_error(exc)
-        except RebenchError as exc:
-
+        except RebenchError as exc:  # messages may hold [brackets]: escaped, printed as written
             err.print(f"[bold red]error:[/bold red] {escape(exc.what)}", highlight=False)
             if exc.kept:
                 err.print(f"[bold]kept:[/bold] {escape(exc.kept)}", highlight=False)
@@ -178,13 +176,10 @@ def _setting_table(env) -> Table | str:
     t.add_column("paper")
     for p in profiles:
         t.add_column(p.name)
-    for i, name in enumerate(paper.settings):
-        ps = paper.settings[name]
-        row = [name, escape(ps.paper) + (f" [dim]({escape(ps.source)})[/dim]" if ps.source else "")]
-        for p in profiles:
-            r = p.setting[i]
-            row.append("[green]same[/green]" if r.same else f"[yellow]differs:[/yellow] {escape(r.here)} — {escape(r.why)}")
-        t.add_row(*row)
+    for (name, ps), *rows in zip(paper.settings.items(), *(p.setting for p in profiles)):  # setting_rows keeps the order
+        t.add_row(name, escape(ps.paper) + (f" [dim]({escape(ps.source)})[/dim]" if ps.source else ""),
+                  *("[green]same[/green]" if r.same else f"[yellow]differs:[/yellow] {escape(r.here)} — {escape(r.why)}"
+                    for r in rows))
     return t
 
 
@@ -303,7 +298,6 @@ def _open_session(session_id: str | None, sessions_dir: Path | None):
     secret_values = workstation.resolve_secrets(env, meta.profile, settings, required=False)
     session = Session.open(folder, env, workstation.runtime_for(meta, settings), store=_store(settings),
                            secrets=secret_values)
-
     for note in session.resume_notes:  # a scoring the app died during, settled now (the screen says it too)
         err.print(f"[bold yellow]note:[/bold yellow] {escape(note)}", highlight=False)
     return session
@@ -543,7 +537,6 @@ def doctor(env_id: str | None, profile: str | None, host: str | None) -> None:
     where = host or settings.docker_host or "the local engine"
     out.print(f"[bold]doctor[/bold]: {env_id + ' (' + doc.profile.name + ' profile) on ' if doc.profile else ''}{where}", highlight=False)
     mark = {"ok": "[green]ok  [/green]", "warn": "[yellow]warn[/yellow]", "fail": "[bold red]FAIL[/bold red]", "skip": "[dim]skip[/dim]"}
-
     width = max(len(f.check) for f in findings)
     for f in findings:
         out.print(f"  {mark[f.status]}  {f.check:<{width}}  {escape(f.detail)}", highlight=False)

@@ -85,14 +85,12 @@ def setting_rows(paper: PaperSpec | None, given: dict[str, ProfileSetting]) -> t
     """Every paper setting beside the profile's answer (a smoke profile's silence: the stand-in)."""
     if paper is None:
         return ()
+    unanswered = (STAND_IN, "the smoke profile's stand-in") if not given else ("not stated", "the profile does not say")
     rows = []
     for name, p in paper.settings.items():
         mine = given.get(name)
-        if mine is None:
-            rows.append(SettingRow(name, p.paper, STAND_IN if not given else "not stated", "the smoke profile's stand-in"
-                                   if not given else "the profile does not say", p.source))
-        else:
-            rows.append(SettingRow(name, p.paper, mine.here.strip(), mine.why.strip(), p.source))
+        here, why = unanswered if mine is None else (mine.here.strip(), mine.why.strip())
+        rows.append(SettingRow(name, p.paper, here, why, p.source))
     return tuple(rows)
 
 
@@ -104,11 +102,20 @@ def setting_record(paper: PaperSpec | None, rows: tuple[SettingRow, ...]) -> dic
             "differs": [r.to_record() for r in rows if not r.same]}
 
 
+def recorded_differences(record: Any) -> list[dict[str, Any]]:
+    """The differences a recorded ``setting`` (session.json, an export's metadata) lists, read
+    defensively: a record from a file may have any shape; anything that is not one is none."""
+    differs = record.get("differs") if isinstance(record, dict) else None
+    if not isinstance(differs, list):
+        return []
+    return [d for d in differs if isinstance(d, dict) and d.get("name")]
+
+
 def setting_words(record: dict[str, Any] | None) -> str:
     """One line for people: whether a session (by its record) ran in the paper's setting."""
     if record is None:
         return "the environment states no paper setting"
-    differs = record.get("differs") or []
+    differs = recorded_differences(record)
     if not differs:
         return "in the paper's setting"
     return f"differs from the paper's setting in {len(differs)}: " + ", ".join(d["name"] for d in differs)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..catalog.anchors import PUBLISHED_FILE, Anchors, AnchorsError, Published, load_published
+from ..catalog.setting import recorded_differences
 from ..errors import RebenchError
 from ..scoring import Aggregation, Direction
 
@@ -331,8 +332,4 @@ def make_run(kind: SourceKind, run_id: str, env: EnvInfo, label: str, scorings: 
 
 def setting_differs(meta: dict | None) -> tuple[str, ...]:
     """The names of the paper's settings a run's recorded ``setting`` says it differs in."""
-    record = meta.get("setting") if isinstance(meta, dict) else None
-    differs = record.get("differs") if isinstance(record, dict) else None
-    if not isinstance(differs, list):
-        return ()
-    return tuple(str(d.get("name")) for d in differs if isinstance(d, dict) and d.get("name"))
+    return tuple(str(d["name"]) for d in recorded_differences(meta.get("setting") if isinstance(meta, dict) else None))

@@ -21,7 +21,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Markdown, Static
 
-from ..catalog.setting import setting_words
+from ..catalog.setting import recorded_differences, setting_words
 from ..clock import format_hms
 from ..errors import RebenchError
 from ..scoring import group_attempts
@@ -74,8 +74,8 @@ class RebenchApp(App[None]):
                 yield Countdown(id="countdown")
                 yield Static("", id="best")
                 yield Static(self._anchors_text(), id="anchors", classes="stale" if self._anchors_stale() else "")
-                yield Static(self._setting_text(), id="setting", classes="differs" if s.meta.setting and
-                             s.meta.setting.get("differs") else "")
+                yield Static(self._setting_text(), id="setting",
+                             classes="differs" if recorded_differences(s.meta.setting) else "")
                 yield Static("", id="scoring")
                 yield Static("Score history", classes="section")
                 with Vertical(id="history"):
@@ -93,7 +93,7 @@ class RebenchApp(App[None]):
     def _setting_text(self) -> str:
         """Whether this session runs in the paper's setting, and where it does not (list -v has the why)."""
         record = self.session.meta.setting
-        differs = (record or {}).get("differs") or []
+        differs = recorded_differences(record)
         if not differs:
             return setting_words(record)
         return (f"setting: differs from the paper's in {len(differs)} — "
