@@ -29,10 +29,10 @@ from typing import Any, Callable
 
 from . import __version__
 from .assets import AssetStore
-from .catalog import Environment
+from .catalog import Environment, Profile
 from .catalog.anchors import manifest_anchors
 from .catalog.calibration import Calibration, SolutionRuns, calibration_path
-from .catalog.manifest import SetupSpec
+from .catalog.manifest import CalibrationSpec, SetupSpec
 from .errors import RebenchError
 from .runtime import Runtime
 from .scoring import Direction
@@ -276,16 +276,9 @@ def calibration_secrets(env: Environment, profile: str, given: dict[str, str] | 
     return secrets, drawn
 
 
-def calibrate(env: Environment, profile: str, runtime: Runtime, *, runs: int, config_dir: Path, cache_dir: Path,
-              project_root: Path, secrets: dict[str, str] | None = None, progress: Progress = lambda _m: None,
-              participant_uid: int | None = None) -> Outcome:
-    """Calibrate ``env``/``profile`` on ``runtime``; returns what was written where.
-
-    ``participant_uid`` (local runtime run as root only): the home belongs to this user, so the
-    scorer runs the solution as it does in a container (as uid 1000, not as root)."""
-    from .session import Session
-
-    prof = env.profile(profile)
+def _calibration_spec(env: Environment, profile: str, prof: Profile, runtime: Runtime, runs: int,
+                      participant_uid: int | None) -> CalibrationSpec:
+    """The profile's calibration table, once every reason not to calibrate here is ruled out."""
     spec = prof.calibration
     if spec is None:
         raise CalibrationError(f"{env.id} ({profile}) says nothing about how to calibrate it",
@@ -306,6 +299,128 @@ def calibrate(env: Environment, profile: str, runtime: Runtime, *, runs: int, co
         if runtime.kind != "local" or os.geteuid() != 0:
             raise CalibrationError("--participant-uid is for the local runtime run as root (in a container the participant "
                                    "is uid 1000 already)", fix="leave it out, or run as root with --runtime local")
+    return spec
+
+
+def _score_taking_turns(session, env: Environment, setup: SetupSpec, s_runs: _Runs, r_runs: _Runs, runs: int,
+                        progress: Progress, owner: int | None) -> dict[str, Any]:
+    """Files only: the two solutions take turns (start, reference, start, ...), so a change in the
+    machine's load while they are measured falls on both alike. Returns the reference's set-up."""
+    swap = _Swap(session, setup, owner=owner)
+    try:
+        for i in range(runs):
+            if i:
+                swap.restore_start()
+            s_runs.score_once(session, progress)
+            ref_setup = put_in_place(session, env, setup, "reference",
+                                     progress if i == 0 else (lambda _m: None), owner=owner)
+            r_runs.score_once(session, progress)
+    finally:
+        swap.close()
+    return ref_setup
+
+
+def _score_starts_first(session, env: Environment, setup: SetupSpec, s_runs: _Runs, r_runs: _Runs, runs: int,
+                        progress: Progress, owner: int | None) -> dict[str, Any]:
+    """A command builds the reference (training, say): all starts first, then all references."""
+    for _ in range(runs):
+        s_runs.score_once(session, progress)
+    ref_setup = put_in_place(session, env, setup, "reference", progress, owner=owner)
+    for _ in range(runs):
+        r_runs.score_once(session, progress)
+    return ref_setup
+
+
+def _score_both(session, env: Environment, spec: CalibrationSpec, runs: int, progress: Progress,
+                owner: int | None) -> tuple[_Runs, _Runs, dict[str, Any]]:
+    """Score the start (already in place) and the reference ``runs`` times each; returns both
+    solutions' runs and the reference's set-up, with the order they were scored in."""
+    s_runs, r_runs = _Runs("start", runs), _Runs("reference", runs)
+    if spec.reference.command is None:
+        ref_setup = _score_taking_turns(session, env, spec.reference, s_runs, r_runs, runs, progress, owner)
+        order = "alternating"
+    else:
+        ref_setup = _score_starts_first(session, env, spec.reference, s_runs, r_runs, runs, progress, owner)
+        order = "starts first"
+    ref_setup["order"] = order
+    return s_runs, r_runs, ref_setup
+
+
+def _close_session(session, progress: Progress) -> None:
+    session.close(pause_clock=None)
+    try:
+        session.sandbox.stop(remove=True)
+    except Exception as exc:  # noqa: BLE001 - said, not raised over the calibration's own outcome
+        progress(f"could not remove the calibration sandbox: {exc}")
+
+
+def _require_reference_better(env: Environment, start: SolutionRuns, reference: SolutionRuns, session) -> None:
+    direction = env.manifest.score.direction
+    better = reference.median < start.median if direction is Direction.LOWER else reference.median > start.median
+    if not better:
+        raise CalibrationError(f"the reference solution did not beat the starting one: start median {start.median:.6g}, "
+                               f"reference median {reference.median:.6g} ({direction.value} is better)",
+                               kept=f"the calibration session's records in {session.folder}; no calibration file was written",
+                               fix="check the reference set-up in the manifest's calibration table, then calibrate again")
+
+
+def _host(runtime: Runtime, session, facts: dict[str, Any], prof: Profile, desc: dict[str, Any], participant_uid: int | None,
+          started_wall: float) -> dict[str, Any]:
+    return {"hostname": socket.gethostname(), "platform": platform.platform(), "runtime": runtime.kind,
+            "engine": runtime.host, "isolated": session.sandbox.isolated, "cpus": facts.get("cpus"),
+            "cpu": facts.get("cpu"), "python": facts.get("python"), "profile_gpus": prof.gpus,
+            "container": desc.get("container"), "participant_uid": participant_uid,
+            "started": datetime.fromtimestamp(started_wall, timezone.utc).isoformat(timespec="seconds"),
+            **({"probe_error": facts["probe_error"]} if "probe_error" in facts else {})}
+
+
+def _calibration_record(env: Environment, profile: str, prof: Profile, runtime: Runtime, session, *, runs: int,
+                        start: SolutionRuns, reference: SolutionRuns, facts: dict[str, Any], image_id: str | None,
+                        details: dict[str, Any], participant_uid: int | None, started_wall: float, started: float,
+                        project_root: Path) -> Calibration:
+    desc = session.sandbox.describe()
+    image = None
+    if session.meta.image is not None:
+        image = {"tag": session.meta.image, "id": image_id, "base_image": prof.base_image}
+    assets = session.meta.metadata.get("assets")
+    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    duration_s = round(time.monotonic() - started, 1)
+    return Calibration(
+        env_id=env.id, profile=profile, env_version=env.manifest.version, task_id=env.manifest.task_id,
+        direction=env.manifest.score.direction.value, runs=runs, start=start, reference=reference,
+        date=date, duration_s=duration_s, host=_host(runtime, session, facts, prof, desc, participant_uid, started_wall),
+        gpus=list(facts.get("gpus") or []), image=image, packages=dict(facts.get("packages") or {}),
+        scorer_reported=details, scorer_sha256=env.scorer_sha256,
+        scorer_sha256_reported=details.get("scorer_sha256"), assets=assets, rebench_tui=__version__,
+        git=_git(project_root, env),
+        manifest={"start": prof.start_score, "reference": prof.reference_score, "anchors": prof.anchors},
+        session=str(session.folder),
+    )
+
+
+def _previous_calibration(path: Path) -> Calibration | None:
+    """The calibration file ``path`` holds now, if it is there and readable."""
+    if not path.is_file():
+        return None
+    try:
+        from .catalog.calibration import load_calibration
+
+        return load_calibration(path)
+    except RebenchError:
+        return None
+
+
+def calibrate(env: Environment, profile: str, runtime: Runtime, *, runs: int, config_dir: Path, cache_dir: Path,
+              project_root: Path, secrets: dict[str, str] | None = None, progress: Progress = lambda _m: None,
+              participant_uid: int | None = None) -> Outcome:
+    """Calibrate ``env``/``profile`` on ``runtime``; returns what was written where.
+
+    ``participant_uid`` (local runtime run as root only): the home belongs to this user, so the
+    scorer runs the solution as it does in a container (as uid 1000, not as root)."""
+    from .session import Session
+
+    prof = env.profile(profile)
+    spec = _calibration_spec(env, profile, prof, runtime, runs, participant_uid)
     secrets, drawn = calibration_secrets(env, profile, secrets)
     if drawn:
         progress(f"drew random values for {', '.join(drawn)} (only a stand-in service checks them)")
@@ -319,77 +434,18 @@ def calibrate(env: Environment, profile: str, runtime: Runtime, *, runs: int, co
         facts = _probe(session, progress)
         image_id = session.sandbox.image_id()
         start_setup = put_in_place(session, env, spec.start, "start", progress, owner=participant_uid)
-        s_runs, r_runs = _Runs("start", runs), _Runs("reference", runs)
-        if spec.reference.command is None:
-            # Files only: the two solutions take turns (start, reference, start, ...), so a change
-            # in the machine's load while they are measured falls on both alike.
-            swap = _Swap(session, spec.reference, owner=participant_uid)
-            try:
-                for i in range(runs):
-                    if i:
-                        swap.restore_start()
-                    s_runs.score_once(session, progress)
-                    ref_setup = put_in_place(session, env, spec.reference, "reference",
-                                             progress if i == 0 else (lambda _m: None), owner=participant_uid)
-                    r_runs.score_once(session, progress)
-            finally:
-                swap.close()
-            order = "alternating"
-        else:  # a command builds the reference (training, say): all starts first, then all references
-            for _ in range(runs):
-                s_runs.score_once(session, progress)
-            ref_setup = put_in_place(session, env, spec.reference, "reference", progress, owner=participant_uid)
-            for _ in range(runs):
-                r_runs.score_once(session, progress)
-            order = "starts first"
-        ref_setup["order"] = order
-        details = s_runs.details
+        s_runs, r_runs, ref_setup = _score_both(session, env, spec, runs, progress, participant_uid)
         session.finish("calibrated")
     finally:
-        session.close(pause_clock=None)
-        try:
-            session.sandbox.stop(remove=True)
-        except Exception as exc:  # noqa: BLE001 - said, not raised over the calibration's own outcome
-            progress(f"could not remove the calibration sandbox: {exc}")
+        _close_session(session, progress)
     start = SolutionRuns.of(s_runs.scores, s_runs.durations, setup=start_setup, messages=s_runs.messages)
     reference = SolutionRuns.of(r_runs.scores, r_runs.durations, setup=ref_setup, messages=r_runs.messages)
-    direction = env.manifest.score.direction
-    better = reference.median < start.median if direction is Direction.LOWER else reference.median > start.median
-    if not better:
-        raise CalibrationError(f"the reference solution did not beat the starting one: start median {start.median:.6g}, "
-                               f"reference median {reference.median:.6g} ({direction.value} is better)",
-                               kept=f"the calibration session's records in {session.folder}; no calibration file was written",
-                               fix="check the reference set-up in the manifest's calibration table, then calibrate again")
-    desc = session.sandbox.describe()
-    image = None
-    if session.meta.image is not None:
-        image = {"tag": session.meta.image, "id": image_id, "base_image": prof.base_image}
-    assets = session.meta.metadata.get("assets")
-    cal = Calibration(
-        env_id=env.id, profile=profile, env_version=env.manifest.version, task_id=env.manifest.task_id,
-        direction=direction.value, runs=runs, start=start, reference=reference,
-        date=datetime.now(timezone.utc).isoformat(timespec="seconds"), duration_s=round(time.monotonic() - started, 1),
-        host={"hostname": socket.gethostname(), "platform": platform.platform(), "runtime": runtime.kind,
-              "engine": runtime.host, "isolated": session.sandbox.isolated, "cpus": facts.get("cpus"),
-              "cpu": facts.get("cpu"), "python": facts.get("python"), "profile_gpus": prof.gpus,
-              "container": desc.get("container"), "participant_uid": participant_uid, "started": datetime.fromtimestamp(started_wall, timezone.utc).isoformat(timespec="seconds"),
-              **({"probe_error": facts["probe_error"]} if "probe_error" in facts else {})},
-        gpus=list(facts.get("gpus") or []), image=image, packages=dict(facts.get("packages") or {}),
-        scorer_reported=details, scorer_sha256=env.scorer_sha256,
-        scorer_sha256_reported=details.get("scorer_sha256"), assets=assets, rebench_tui=__version__,
-        git=_git(project_root, env),
-        manifest={"start": prof.start_score, "reference": prof.reference_score, "anchors": prof.anchors},
-        session=str(session.folder),
-    )
+    _require_reference_better(env, start, reference, session)
+    cal = _calibration_record(env, profile, prof, runtime, session, runs=runs, start=start, reference=reference,
+                              facts=facts, image_id=image_id, details=s_runs.details, participant_uid=participant_uid,
+                              started_wall=started_wall, started=started, project_root=project_root)
     path = calibration_path(config_dir, env.id, profile)
-    previous = None
-    if path.is_file():
-        try:
-            from .catalog.calibration import load_calibration
-
-            previous = load_calibration(path)
-        except RebenchError:
-            previous = None
+    previous = _previous_calibration(path)
     cal.save(path)
     tol = (spec.tolerance.start, spec.tolerance.reference) if spec.tolerance is not None else None
     return Outcome(cal, path, previous, prof.start_score, prof.reference_score, tol)
