@@ -309,82 +309,105 @@ def _spawn(argv: list[str], cwd: str | None, env: dict[str, str], account: tuple
     return pid
 
 
-def run(args: "Args") -> int:
-    os.makedirs(args.state_dir, mode=0o700, exist_ok=True)
-    env = dict(os.environ)
+def _status_marker(env: dict[str, str]) -> str:
+    """The status line's prefix; takes the nonce out of ``env`` so the command never sees it."""
     nonce = env.pop("REBENCH_EXEC_NONCE", "")
-    marker = "\x1erebench-exec" + (":" + nonce if nonce else "") + " "
-    result_fd = _result_fd(args.state_dir)
-    env["REBENCH_RESULT_FD"] = str(result_fd)
-    subreaper = _become_subreaper()
-    account = None
-    private_tmp = None
-    if args.user and os.geteuid() == 0:
-        account = _account(args.user)
-        name, uid, _gid, home = account
-        env.update({"HOME": home, "USER": name, "LOGNAME": name})
-        if uid == 0:
-            # A root command (the scorer) writes nothing the participant can read: files it makes
-            # are private, and its temp files go to a folder of its own, removed afterwards.
-            os.umask(0o077)
-            private_tmp = _private_tmp()
-            env.update({"TMPDIR": private_tmp, "TMP": private_tmp, "TEMP": private_tmp})
-            # A root scorer importing the participant's code must not leave root-owned __pycache__
-            # folders in their home (they could neither write into nor remove them).
-            env["PYTHONDONTWRITEBYTECODE"] = "1"
-    started = time.monotonic()
-    status: dict = {"returncode": 127, "timed_out": False, "cancelled": False}
-    state = {"pid": 0, "cancelled": False, "timed_out": False}
+    return "\x1erebench-exec" + (":" + nonce if nonce else "") + " "
+
+
+def _switch_user(user: str | None, env: dict[str, str]) -> tuple[tuple[str, int, int, str] | None, str | None]:
+    """The account to run as (only when run as root) with ``env`` set for it, and the private
+    temp folder made for a root command (None otherwise)."""
+    if not user or os.geteuid() != 0:
+        return None, None
+    account = _account(user)
+    name, uid, _gid, home = account
+    env.update({"HOME": home, "USER": name, "LOGNAME": name})
+    if uid != 0:
+        return account, None
+    # A root command (the scorer) writes nothing the participant can read: files it makes
+    # are private, and its temp files go to a folder of its own, removed afterwards.
+    os.umask(0o077)
+    private_tmp = _private_tmp()
+    env.update({"TMPDIR": private_tmp, "TMP": private_tmp, "TEMP": private_tmp})
+    # A root scorer importing the participant's code must not leave root-owned __pycache__
+    # folders in their home (they could neither write into nor remove them).
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return account, private_tmp
+
+
+class _Watch:
+    """The command's pid and what stopped it, as the signal handlers see them."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.cancelled = False
+        self.timed_out = False
+
+    def on_signal(self, signum, _frame) -> None:  # the exec's client went away or asked us to stop
+        self.cancelled = True
+        if self.pid:
+            _kill_group(self.pid)
+
+    def on_alarm(self, signum, _frame) -> None:
+        self.timed_out = True
+        if self.pid:
+            _kill_group(self.pid)
+
+
+def _refuse(args: "Args", status: dict, marker: str, refused: list[list[str]]) -> int:
+    """Links into forbidden paths were found before the command: it does not run."""
+    status.update({"returncode": 126, "refused_links": refused, "duration_s": 0.0})
     if args.keep_status:
-        _forget_old_statuses(args.state_dir)
-        _write_durably(_supfile(args.state_dir, args.token), str(os.getpid()))
+        _write_durably(_statusfile(args.state_dir, args.token), _json(status))
+        os.unlink(_supfile(args.state_dir, args.token))
+    sys.stderr.write(marker + _json(status) + "\n")
+    return 0
 
-    def on_signal(signum, _frame):  # the exec's client went away or asked us to stop
-        state["cancelled"] = True
-        if state["pid"]:
-            _kill_group(state["pid"])
 
-    def on_alarm(signum, _frame):
-        state["timed_out"] = True
-        if state["pid"]:
-            _kill_group(state["pid"])
+def _exit_code(wstatus: int) -> int:
+    """The command's exit code; killed by a signal: 128 + the signal."""
+    code = os.waitstatus_to_exitcode(wstatus)
+    return 128 - code if code < 0 else code
 
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(sig, on_signal)
-    # --guard-links: links from the home into --forbid paths are looked for here, in the same exec,
-    # before the command (found: it does not run) and after it (found: its output is not to be kept).
-    refused = find_links(args.guard_links, args.forbid) if args.guard_links else []
-    if refused:
-        status.update({"returncode": 126, "refused_links": refused, "duration_s": 0.0})
-        if args.keep_status:
-            _write_durably(_statusfile(args.state_dir, args.token), _json(status))
-            os.unlink(_supfile(args.state_dir, args.token))
-        sys.stderr.write(marker + _json(status) + "\n")
-        return 0
+
+def _run_command(args: "Args", env: dict[str, str], account: tuple[str, int, int, str] | None, watch: _Watch,
+                 subreaper: bool, status: dict) -> None:
+    """Start the command, wait for it (up to the timeout), end what it left behind; into ``status``."""
     try:
         pid = _spawn(args.argv, args.cwd or None, env, account)
     except OSError as exc:
         sys.stderr.write(f"rebench: cannot start {args.argv[0]!r}: {exc}\n")
         status["returncode"] = 127
-    else:
-        state["pid"] = pid
-        pidfile = _pidfile(args.state_dir, args.token)
-        with open(pidfile, "w") as fh:
-            fh.write(str(pid))
-        if args.timeout:
-            signal.signal(signal.SIGALRM, on_alarm)
-            signal.setitimer(signal.ITIMER_REAL, args.timeout)
-        _pid, wstatus = os.waitpid(pid, 0)  # retried after a signal handler runs (PEP 475)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        _kill_group(pid)  # stragglers left in the group
-        if subreaper:
-            status["stragglers_killed"] = _end_descendants()
-        status["returncode"] = os.waitstatus_to_exitcode(wstatus)
-        if status["returncode"] < 0:
-            status["returncode"] = 128 - status["returncode"]
-        status["timed_out"] = state["timed_out"]
-        if os.path.exists(_cancelfile(args.state_dir, args.token)) or state["cancelled"]:
-            status["cancelled"] = True
+        return
+    watch.pid = pid
+    with open(_pidfile(args.state_dir, args.token), "w") as fh:
+        fh.write(str(pid))
+    if args.timeout:
+        signal.signal(signal.SIGALRM, watch.on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, args.timeout)
+    _pid, wstatus = os.waitpid(pid, 0)  # retried after a signal handler runs (PEP 475)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    _kill_group(pid)  # stragglers left in the group
+    if subreaper:
+        status["stragglers_killed"] = _end_descendants()
+    status["returncode"] = _exit_code(wstatus)
+    status["timed_out"] = watch.timed_out
+    if os.path.exists(_cancelfile(args.state_dir, args.token)) or watch.cancelled:
+        status["cancelled"] = True
+
+
+def _remove_run_files(args: "Args") -> None:
+    for path in (_pidfile(args.state_dir, args.token), _cancelfile(args.state_dir, args.token),
+                 _supfile(args.state_dir, args.token)):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _finish(args: "Args", status: dict, started: float, result_fd: int, private_tmp: str | None, marker: str) -> int:
+    """Complete the status (duration, result, late links), keep it where asked, and write its line."""
     if private_tmp is not None:
         import shutil
 
@@ -397,16 +420,36 @@ def run(args: "Args") -> int:
         status["late_links"] = find_links(args.guard_links, args.forbid)
     if args.keep_status:  # first: the exec's client may be gone, and the line below lost with it
         _write_durably(_statusfile(args.state_dir, args.token), _json(status))
-    for path in (_pidfile(args.state_dir, args.token), _cancelfile(args.state_dir, args.token),
-                 _supfile(args.state_dir, args.token)):
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+    _remove_run_files(args)
     sys.stdout.flush()
     sys.stderr.write(marker + _json(status) + "\n")
     sys.stderr.flush()
     return 0
+
+
+def run(args: "Args") -> int:
+    os.makedirs(args.state_dir, mode=0o700, exist_ok=True)
+    env = dict(os.environ)
+    marker = _status_marker(env)
+    result_fd = _result_fd(args.state_dir)
+    env["REBENCH_RESULT_FD"] = str(result_fd)
+    subreaper = _become_subreaper()
+    account, private_tmp = _switch_user(args.user, env)
+    started = time.monotonic()
+    status: dict = {"returncode": 127, "timed_out": False, "cancelled": False}
+    watch = _Watch()
+    if args.keep_status:
+        _forget_old_statuses(args.state_dir)
+        _write_durably(_supfile(args.state_dir, args.token), str(os.getpid()))
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, watch.on_signal)
+    # --guard-links: links from the home into --forbid paths are looked for here, in the same exec,
+    # before the command (found: it does not run) and after it (found: its output is not to be kept).
+    refused = find_links(args.guard_links, args.forbid) if args.guard_links else []
+    if refused:
+        return _refuse(args, status, marker, refused)
+    _run_command(args, env, account, watch, subreaper, status)
+    return _finish(args, status, started, result_fd, private_tmp, marker)
 
 
 def cancel(args: "Args") -> int:
