@@ -303,15 +303,12 @@ def _timestamp(event: Any) -> datetime:
     return event.timestamp
 
 
-def build_eval_log(rec: SessionRecords) -> Any:
-    """The session as an ``inspect_ai.log.EvalLog`` (not yet written)."""
-    ia = _inspect()
+def _sample_metadata(rec: SessionRecords) -> dict[str, Any]:
     m = rec.meta
-    instructions = rec.instructions
     sample_meta = {
         "task_family": rec.task_family,
         "task_name": rec.task_name,
-        "instructions": instructions,
+        "instructions": rec.instructions,
         **rec.run_facts,
         "run_id": m.run_id,
         "task_version": m.task_version,
@@ -321,19 +318,28 @@ def build_eval_log(rec: SessionRecords) -> Any:
     }
     if rec.warnings:
         sample_meta["export_warnings"] = list(rec.warnings)
+    return sample_meta
+
+
+def _init_event(rec: SessionRecords, ia: dict[str, Any]) -> Any:
+    """The ``SampleInitEvent`` that opens the sample's events."""
+    m = rec.meta
+    instructions = rec.instructions
     ds_sample = ia["Sample"](id=rec.task_id, input=instructions, target="", metadata={
         "task_family": rec.task_family, "task_name": rec.task_name, "instructions": instructions})
-    builder = _Builder(rec, ia)
-    init = ia["SampleInitEvent"](sample=ds_sample, state={"messages": [{"role": "user", "content": instructions}]},
+    return ia["SampleInitEvent"](sample=ds_sample, state={"messages": [{"role": "user", "content": instructions}]},
                                  uuid=_stable_id(m.id, "sample_init"), timestamp=_dt(m.started_at), working_start=0.0,
                                  metadata={"working_time": 0.0})
-    events = [init] + builder.build_events()
 
+
+def _store(rec: SessionRecords, builder: _Builder) -> dict[str, Any]:
+    """The ``HumanAgentState:*`` keys Inspect's human agent writes."""
+    m = rec.meta
     scorings = [{"time": s.working_s, "scores": [builder.score(s).model_dump()]} for s in rec.scorings]
     running = (not rec.finished) and m.clock.running_since_wall is not None
     logs = {"rebench_commands.log": _commands_log(rec)} if rec.commands else {}
-    store = {
-        "HumanAgentState:instructions": instructions,
+    return {
+        "HumanAgentState:instructions": rec.instructions,
         "HumanAgentState:scorings": scorings,
         "HumanAgentState:answer": rec.submission if rec.finished else None,
         "HumanAgentState:logs": logs,
@@ -342,10 +348,14 @@ def build_eval_log(rec: SessionRecords) -> Any:
         "HumanAgentState:accumulated_time": m.clock.banked_s,
     }
 
-    final = builder.final_score()
+
+def _eval_sample(rec: SessionRecords, ia: dict[str, Any], final: Any | None, sample_meta: dict[str, Any],
+                 store: dict[str, Any], events: list[Any]) -> Any:
+    m = rec.meta
+    instructions = rec.instructions
     output = ia["ModelOutput"].from_content("none/none", rec.submission) if (rec.finished and rec.submission is not None) \
         else ia["ModelOutput"]()
-    sample = ia["EvalSample"](
+    return ia["EvalSample"](
         id=rec.task_id, epoch=1, input=instructions, target="",
         messages=[ia["ChatMessageUser"](content=instructions)] if instructions else [],
         output=output, scores=None if final is None else {SCORER: final}, metadata=sample_meta, store=store,
@@ -354,22 +364,27 @@ def build_eval_log(rec: SessionRecords) -> Any:
         uuid=_stable_id(m.id, m.run_id, "sample"),
     )
 
-    results = None
-    if rec.finished:
-        fc = rec.counting
-        results = ia["EvalResults"](
-            total_samples=1, completed_samples=1,
-            scores=[ia["EvalScore"](
-                name=SCORER, scorer=SCORER, scored_samples=1, unscored_samples=0,
-                metrics={"mean": ia["EvalMetric"](name="mean", value=final.value if isinstance(final.value, (int, float)) else math.nan)},
-                metadata={"final_attempt": None if fc is None else fc.representative,
-                          "final_scorings": None if fc is None else list(fc.scorings),
-                          "normalized_score": None if fc is None else _finite_or_none(fc.normalized),
-                          "direction": m.direction, "aggregation": m.aggregation,
-                          "start_score": m.start_score, "reference_score": m.reference_score,
-                          "anchors": rec.anchors_record})])
 
-    spec = ia["EvalSpec"](
+def _results(rec: SessionRecords, ia: dict[str, Any], final: Any) -> Any:
+    """A finished session's results: the counting score, and which scorings it counted."""
+    m = rec.meta
+    fc = rec.counting
+    return ia["EvalResults"](
+        total_samples=1, completed_samples=1,
+        scores=[ia["EvalScore"](
+            name=SCORER, scorer=SCORER, scored_samples=1, unscored_samples=0,
+            metrics={"mean": ia["EvalMetric"](name="mean", value=final.value if isinstance(final.value, (int, float)) else math.nan)},
+            metadata={"final_attempt": None if fc is None else fc.representative,
+                      "final_scorings": None if fc is None else list(fc.scorings),
+                      "normalized_score": None if fc is None else _finite_or_none(fc.normalized),
+                      "direction": m.direction, "aggregation": m.aggregation,
+                      "start_score": m.start_score, "reference_score": m.reference_score,
+                      "anchors": rec.anchors_record})])
+
+
+def _eval_spec(rec: SessionRecords, ia: dict[str, Any]) -> Any:
+    m = rec.meta
+    return ia["EvalSpec"](
         eval_id=_stable_id(m.id, "eval"), run_id=_stable_id(m.id, "run"), created=_iso(m.created_at),
         task=rec.task_family, task_id=_stable_id(rec.task_id, m.task_version), task_version=m.task_version,
         task_display_name=m.title, task_attribs={"env_id": m.env_id, "task_id": rec.task_id},
@@ -381,6 +396,20 @@ def build_eval_log(rec: SessionRecords) -> Any:
         metadata={"rebench_tui": {"session_id": m.id, "run_id": m.run_id, "env_id": m.env_id,
                                   "status": m.status, "isInteractive": True, "session": m.metadata}},
     )
+
+
+def build_eval_log(rec: SessionRecords) -> Any:
+    """The session as an ``inspect_ai.log.EvalLog`` (not yet written)."""
+    ia = _inspect()
+    m = rec.meta
+    sample_meta = _sample_metadata(rec)
+    builder = _Builder(rec, ia)
+    events = [_init_event(rec, ia)] + builder.build_events()
+    store = _store(rec, builder)
+    final = builder.final_score()
+    sample = _eval_sample(rec, ia, final, sample_meta, store, events)
+    results = _results(rec, ia, final) if rec.finished else None
+    spec = _eval_spec(rec, ia)
     return ia["EvalLog"](
         version=2, status="success" if rec.finished else "started", eval=spec,
         plan=ia["EvalPlan"](name="plan", steps=[ia["EvalPlanStep"](solver=SOLVER, params=dict(SOLVER_PARAMS))]),
