@@ -117,18 +117,11 @@ def _calibration_problems(folder: Path, manifest_path: Path, manifest: Manifest)
     return out
 
 
-def load_environment(folder: Path, known_images: Iterable[str] | None = None,
-                     published: Published | None = None) -> tuple[Environment | None, list[Problem]]:
-    """Load one folder; return the environment (or None) and every problem found in it.
-    Without ``published``, the published figures beside the folder (its catalog's) are read."""
+def _read_manifest(folder: Path, manifest_path: Path) -> tuple[Manifest | None, list[Problem]]:
+    """The validated manifest (or None) and the problems with it, the folder-name check included."""
     problems: list[Problem] = []
-    if published is None and (folder.parent / PUBLISHED_FILE).is_file():
-        published, _ = load_published(folder.parent / PUBLISHED_FILE)  # its own problems are the catalog's to report
-    manifest_path = folder / MANIFEST
     manifest: Manifest | None = None
     data: object = None
-    if not manifest_path.is_file():
-        return None, [Problem(manifest_path, "", "missing manifest")]
     try:
         data = tomllib.loads(manifest_path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -143,59 +136,87 @@ def load_environment(folder: Path, known_images: Iterable[str] | None = None,
     declared = data.get("id") if isinstance(data, dict) else None
     if isinstance(declared, str) and declared != folder.name:
         problems.append(Problem(manifest_path, "id", f"{declared!r} does not match the folder name {folder.name!r}"))
+    return manifest, problems
 
+
+def _read_instructions(folder: Path) -> tuple[str, list[Problem]]:
     instructions = folder / "instructions.md"
-    text = ""
     if not instructions.is_file():
-        problems.append(Problem(instructions, "", "missing instructions"))
-    else:
-        try:
-            text = instructions.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            problems.append(Problem(instructions, "", f"not UTF-8 text: {exc}"))
-        except OSError as exc:
-            problems.append(Problem(instructions, "", f"cannot be read: {exc}"))
-        else:
-            if not text.strip():
-                problems.append(Problem(instructions, "", "instructions are empty"))
+        return "", [Problem(instructions, "", "missing instructions")]
+    try:
+        text = instructions.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        return "", [Problem(instructions, "", f"not UTF-8 text: {exc}")]
+    except OSError as exc:
+        return "", [Problem(instructions, "", f"cannot be read: {exc}")]
+    return text, [] if text.strip() else [Problem(instructions, "", "instructions are empty")]
 
+
+def _dockerfile_problems(folder: Path) -> list[Problem]:
     dockerfile = folder / "Dockerfile"
     if not dockerfile.is_file():
-        problems.append(Problem(dockerfile, "", "missing Dockerfile"))
-    else:
-        try:
-            body = dockerfile.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            body = None
-            problems.append(Problem(dockerfile, "", f"cannot be read: {exc}"))
-        if body is not None and not _DOCKERFILE_ARG.search(body) or not _DOCKERFILE_FROM.search(body):
-            problems.append(Problem(dockerfile, "FROM", "must start with `ARG BASE_IMAGE` and `FROM ${BASE_IMAGE}` so profiles can choose the base image"))
+        return [Problem(dockerfile, "", "missing Dockerfile")]
+    problems = []
+    try:
+        body = dockerfile.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        body = None
+        problems.append(Problem(dockerfile, "", f"cannot be read: {exc}"))
+    if body is not None and not _DOCKERFILE_ARG.search(body) or not _DOCKERFILE_FROM.search(body):
+        problems.append(Problem(dockerfile, "FROM", "must start with `ARG BASE_IMAGE` and `FROM ${BASE_IMAGE}` so profiles can choose the base image"))
+    return problems
 
+
+def _file_problems(folder: Path, manifest_path: Path, manifest: Manifest) -> list[Problem]:
+    """The scorer must be a file in protected/, the assets' prepare script one in the folder."""
+    problems = []
+    scorer = manifest.score.scorer
+    if not _inside(folder / "protected", scorer):
+        problems.append(Problem(manifest_path, "score.scorer", f"{scorer!r} points outside protected/ (use a path relative to it)"))
+    elif not (folder / "protected" / scorer).is_file():
+        problems.append(Problem(manifest_path, "score.scorer", f"{scorer!r} is not a file in protected/"))
+    if manifest.assets is not None:
+        prep = manifest.assets.prepare
+        if not _inside(folder, prep):
+            problems.append(Problem(manifest_path, "assets.prepare", f"{prep!r} points outside the environment folder"))
+        elif not (folder / prep).is_file():
+            problems.append(Problem(manifest_path, "assets.prepare", f"{prep!r} is not a file in the environment folder"))
+    return problems
+
+
+def _manifest_problems(folder: Path, manifest_path: Path, manifest: Manifest, published: Published | None,
+                       known_images: Iterable[str] | None) -> list[Problem]:
+    """What a valid manifest says that the folder, the published figures or the images contradict."""
+    problems = _file_problems(folder, manifest_path, manifest)
+    pub = published.get(manifest.id) if published is not None else None
+    problems += _anchor_problems(manifest_path, manifest, pub, published.path if published else None)
+    problems += _calibration_problems(folder, manifest_path, manifest)
+    if known_images is not None:
+        known = set(known_images)
+        for name, prof in manifest.profiles.items():
+            if prof.base_image not in known:
+                problems.append(Problem(manifest_path, f"profiles.{name}.base_image", f"unknown base image {prof.base_image!r}; known: {sorted(known)}"))
+    return problems
+
+
+def load_environment(folder: Path, known_images: Iterable[str] | None = None,
+                     published: Published | None = None) -> tuple[Environment | None, list[Problem]]:
+    """Load one folder; return the environment (or None) and every problem found in it.
+    Without ``published``, the published figures beside the folder (its catalog's) are read."""
+    if published is None and (folder.parent / PUBLISHED_FILE).is_file():
+        published, _ = load_published(folder.parent / PUBLISHED_FILE)  # its own problems are the catalog's to report
+    manifest_path = folder / MANIFEST
+    if not manifest_path.is_file():
+        return None, [Problem(manifest_path, "", "missing manifest")]
+    manifest, problems = _read_manifest(folder, manifest_path)
+    text, instruction_problems = _read_instructions(folder)
+    problems += instruction_problems
+    problems += _dockerfile_problems(folder)
     for sub in ("solution", "protected"):
         if not (folder / sub).is_dir():
             problems.append(Problem(folder / sub, "", f"missing {sub}/ folder"))
-
     if manifest is not None:
-        scorer = manifest.score.scorer
-        if not _inside(folder / "protected", scorer):
-            problems.append(Problem(manifest_path, "score.scorer", f"{scorer!r} points outside protected/ (use a path relative to it)"))
-        elif not (folder / "protected" / scorer).is_file():
-            problems.append(Problem(manifest_path, "score.scorer", f"{scorer!r} is not a file in protected/"))
-        if manifest.assets is not None:
-            prep = manifest.assets.prepare
-            if not _inside(folder, prep):
-                problems.append(Problem(manifest_path, "assets.prepare", f"{prep!r} points outside the environment folder"))
-            elif not (folder / prep).is_file():
-                problems.append(Problem(manifest_path, "assets.prepare", f"{prep!r} is not a file in the environment folder"))
-        pub = published.get(manifest.id) if published is not None else None
-        problems += _anchor_problems(manifest_path, manifest, pub, published.path if published else None)
-        problems += _calibration_problems(folder, manifest_path, manifest)
-        if known_images is not None:
-            known = set(known_images)
-            for name, prof in manifest.profiles.items():
-                if prof.base_image not in known:
-                    problems.append(Problem(manifest_path, f"profiles.{name}.base_image", f"unknown base image {prof.base_image!r}; known: {sorted(known)}"))
-
+        problems += _manifest_problems(folder, manifest_path, manifest, published, known_images)
     if problems or manifest is None:
         return None, problems
     pub = published.get(manifest.id) if published is not None else None
