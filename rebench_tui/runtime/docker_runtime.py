@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from ..catalog import Environment, Profile
 from ..errors import RebenchError, RuntimeUnavailable
@@ -65,6 +65,87 @@ def _tar_of(src: Path, arcname: str | None = None) -> bytes:
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(str(src), arcname=arcname or src.name)
     return buf.getvalue()
+
+
+def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes | None, mode: int) -> None:
+    """Add a root-owned file holding ``data`` (a folder where ``data`` is None) to ``tar``."""
+    info = _root_owned(tarfile.TarInfo(name))
+    info.mode = mode
+    if data is None:
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+    else:
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+
+def _add_tools(tar: tarfile.TarFile) -> None:
+    """The supervisor, the capture daemon, the poller, the scorer library and the shells' hooks."""
+    _add(tar, "opt/rebench", None, 0o755)
+    _add(tar, "opt/rebench/supervise.py", SUPERVISOR.read_bytes(), 0o755)
+    _add(tar, "opt/rebench/capture.py", DAEMON.read_bytes(), 0o755)
+    _add(tar, "opt/rebench/poller.py", POLLER.read_bytes(), 0o755)
+    _add(tar, "opt/rebench/lib", None, 0o755)
+    _add(tar, f"opt/rebench/lib/{SCORER_LIB_PACKAGE}", None, 0o755)
+    for module in sorted((SCORER_LIB / SCORER_LIB_PACKAGE).glob("*.py")):
+        _add(tar, f"opt/rebench/lib/{SCORER_LIB_PACKAGE}/{module.name}", module.read_bytes(), 0o644)
+    _add(tar, "etc/profile.d", None, 0o755)
+    _add(tar, "etc/profile.d/zz-rebench.sh", HOOKS.read_bytes(), 0o644)
+
+
+def _add_protected(tar: tarfile.TarFile, spec: SandboxSpec, progress: ProgressFn) -> None:
+    """A fresh container's /protected: the starting solution, the held-out assets, the secrets."""
+    prot = PROTECTED.lstrip("/")
+    tar.add(str(spec.env.solution_dir), arcname=f"{prot}/{STARTING_SOLUTION_DIR}", filter=_root_owned)
+    held_out = None if spec.assets is None else spec.assets / "protected"
+    if held_out is not None and held_out.is_dir():
+        progress(f"copying held-out assets into {PROTECTED}/{ASSETS_DIR}")
+        tar.add(str(held_out), arcname=f"{prot}/{ASSETS_DIR}", filter=_root_owned)
+    if spec.secrets:
+        _add(tar, f"{prot}/{SECRETS_FILE}", secrets_env_file(spec.secrets), 0o640)
+
+
+def _nvidia_linker_step() -> str:
+    """Devices mode: the driver's libraries reach every process through the linker's cache (the
+    participant's login shell and the scorer's clean environments included). Libraries mounted one
+    by one come by soname; Triton links its launcher with -lcuda, which needs the unversioned
+    libcuda.so beside them (a read-only driver folder has its own, or not)."""
+    lib = NVIDIA_LIB_DIRS[0]
+    return (f"printf '%s\\n' {' '.join(NVIDIA_LIB_DIRS)} > /etc/ld.so.conf.d/000-rebench-nvidia.conf && "
+            f"{{ [ ! -e {lib}/libcuda.so.1 ] || [ -e {lib}/libcuda.so ] || ln -s libcuda.so.1 {lib}/libcuda.so 2>/dev/null || true; }} && "
+            "{ ldconfig 2>/dev/null || true; }")
+
+
+def _ownership_steps(spec: SandboxSpec) -> list[str]:
+    """A fresh container: /protected's files for root:protected only, the home the participant's."""
+    paths = " ".join(shlex.quote(f"{PROTECTED}/{name}") for name in
+                     (STARTING_SOLUTION_DIR, ASSETS_DIR, *([SECRETS_FILE] if spec.secrets else [])))
+    # Only what the session put there: a read-only assets mount must not be touched.
+    owned = " ".join(shlex.quote(f"{HOME}/{p.name}") for p in spec.workspace.iterdir() if p.name != ASSETS_DIR)
+    return [f"mkdir -p {PROTECTED}/{ASSETS_DIR} && chown -R root:protected {paths} && chmod -R u=rwX,g=rX,o= {paths}",
+            f"chown agent:agent {HOME}" + (f" && chown -R agent:agent {owned}" if owned else "")]
+
+
+def _setup_steps(container: Any, spec: SandboxSpec, *, fresh: bool) -> list[str]:
+    """The shell steps ``_setup`` runs as root after copying its archive in."""
+    steps = ["grep -q zz-rebench /etc/bash.bashrc 2>/dev/null || echo '. /etc/profile.d/zz-rebench.sh' >> /etc/bash.bashrc",
+             f"mkdir -p {CAPTURE_TTY_DIR} && chmod 700 /var/log/rebench",
+             f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}"]
+    if any(str(m.get("Destination", "")).startswith(NVIDIA_ROOT) for m in (container.attrs or {}).get("Mounts") or []):
+        steps.append(_nvidia_linker_step())
+    if fresh:
+        steps += _ownership_steps(spec)
+    # The capture daemon, detached from this command's output; the hooks only report to a
+    # running daemon, so wait (up to 2 s) for its pid file.
+    steps.append(f"(python3 {CAPTURE_PATH} serve </dev/null >/dev/null 2>&1 &) && i=0 && "
+                 "while [ $i -lt 40 ] && ! test -s /run/rebench-capture/capture.pid; do sleep 0.05; i=$((i+1)); done")
+    return steps
 
 
 class DockerSandbox(Sandbox):
@@ -418,9 +499,17 @@ class DockerRuntime(Runtime):
         return tag
 
     def create(self, spec: SandboxSpec, image: str | None, progress: ProgressFn) -> Sandbox:
-        import docker.errors
-        from docker.types import Ulimit
+        kwargs = self._container_kwargs(spec, image, progress)
+        progress(f"creating container rebench-{spec.session_id} from {image}")
+        container = self.client.containers.create(**kwargs)
+        self._start(container, spec, progress)
+        sandbox = DockerSandbox(self, container, spec)
+        self._setup(container, spec, progress, fresh=True)
+        self._start_services(container, spec, progress)
+        return sandbox
 
+    def _container_kwargs(self, spec: SandboxSpec, image: str | None, progress: ProgressFn) -> dict[str, Any]:
+        """Everything ``containers.create`` is given: image, mounts, environment, limits, GPUs."""
         prof = spec.profile
         environment = {**prof.env, **spec.extra_env, "REBENCH_HOME": HOME, "REBENCH_PROTECTED": PROTECTED,
                        "REBENCH_PROFILE": prof.name, "REBENCH_ISOLATED": "1",
@@ -436,18 +525,36 @@ class DockerRuntime(Runtime):
             user="root",
             working_dir=HOME,
             environment=environment,
-            volumes={str(spec.workspace.resolve()): {"bind": HOME, "mode": "rw"}},
+            volumes=self._volumes(spec, image, progress),
             shm_size="1g",
         )
+        kwargs.update(self._limits(prof, progress))
+        if prof.gpus:
+            gpu = self._gpu_kwargs(prof.gpus, image, progress)
+            kwargs["environment"].update(gpu.pop("environment", {}))
+            kwargs.update(gpu)
+        return kwargs
+
+    def _volumes(self, spec: SandboxSpec, image: str | None, progress: ProgressFn) -> dict[str, dict[str, str]]:
+        """The home (and the assets, read-only, where there are any): bind mounts of this machine's
+        folders on a local engine, volumes on a remote one."""
         has_assets = spec.assets is not None and (spec.assets / "workspace").is_dir()
         if self.remote:
-            # No bind mounts of this machine's folders on a remote host: volumes there instead.
-            kwargs["volumes"] = {ensure_home_volume(self.client, spec.session_id, spec.labels): {"bind": HOME, "mode": "rw"}}
+            volumes = {ensure_home_volume(self.client, spec.session_id, spec.labels): {"bind": HOME, "mode": "rw"}}
             if has_assets:
-                kwargs["volumes"][ensure_assets_volume(self.client, image, spec.assets, progress)] = {
+                volumes[ensure_assets_volume(self.client, image, spec.assets, progress)] = {
                     "bind": f"{HOME}/{ASSETS_DIR}", "mode": "ro"}
-        elif has_assets:
-            kwargs["volumes"][str((spec.assets / "workspace").resolve())] = {"bind": f"{HOME}/{ASSETS_DIR}", "mode": "ro"}
+            return volumes
+        volumes = {str(spec.workspace.resolve()): {"bind": HOME, "mode": "rw"}}
+        if has_assets:
+            volumes[str((spec.assets / "workspace").resolve())] = {"bind": f"{HOME}/{ASSETS_DIR}", "mode": "ro"}
+        return volumes
+
+    def _limits(self, prof: Profile, progress: ProgressFn) -> dict[str, Any]:
+        """The profile's CPU, memory, process and open-file limits, as container settings."""
+        from docker.types import Ulimit
+
+        kwargs: dict[str, Any] = {}
         if prof.cpus:
             ncpu = self.engine_cpus()
             cpus = min(prof.cpus, ncpu)
@@ -461,12 +568,13 @@ class DockerRuntime(Runtime):
         # supervisor live elsewhere or already run). Open files: per process.
         kwargs["pids_limit"] = prof.pids
         kwargs["ulimits"] = [Ulimit(name="nofile", soft=prof.open_files, hard=prof.open_files)]
-        if prof.gpus:
-            gpu = self._gpu_kwargs(prof.gpus, image, progress)
-            kwargs["environment"].update(gpu.pop("environment", {}))
-            kwargs.update(gpu)
-        progress(f"creating container rebench-{spec.session_id} from {image}")
-        container = self.client.containers.create(**kwargs)
+        return kwargs
+
+    def _start(self, container: Any, spec: SandboxSpec, progress: ProgressFn) -> None:
+        """Start the created container (its home copied in first on a remote engine); a start the
+        engine refuses removes it (and its volumes) and raises."""
+        import docker.errors
+
         try:
             if self.remote:
                 progress(f"copying the starting workspace into its volume on {self.host}")
@@ -477,27 +585,27 @@ class DockerRuntime(Runtime):
             container.remove(force=True)
             if self.remote:
                 remove_session_volumes(self.client, spec.session_id)
-            text = str(exc)
-            if prof.gpus and ("device driver" in text or "nvidia" in text.lower() or "gpu" in text.lower()):
-                raise RuntimeUnavailable(
-                    f"profile {prof.name!r} needs {prof.gpus} GPU(s), but the Docker engine at {self.host} cannot give "
-                    f"containers GPUs ({self.gpu_support().mode} mode): {exc.explanation or text}",
-                    kept="nothing was started (the half-created container was removed); the session folder is kept",
-                    fix=NVIDIA_FIX + ("; without the toolkit, set gpu_mode = \"devices\" for this host in hosts.toml"
-                                      if self.gpu_support().mode == "toolkit" else ""),
-                ) from None
-            if "rlimit" in text:
-                raise RebenchError(f"the container did not start: the engine may not grant its limits (open files "
-                                   f"{prof.open_files}, processes {prof.pids}): {exc.explanation or text}",
-                                   kept="the session folder (the half-created container was removed)",
-                                   fix="raise the engine's own limit (LimitNOFILE of dockerd), or lower the profile's "
-                                       "resources.open_files in environment.toml") from None
-            raise RebenchError(f"the container did not start: {exc.explanation or text}", kept="the session folder",
-                               fix="see `docker logs` on the engine; run `rebench-tui doctor`") from None
-        sandbox = DockerSandbox(self, container, spec)
-        self._setup(container, spec, progress, fresh=True)
-        self._start_services(container, spec, progress)
-        return sandbox
+            self._refused_start(spec.profile, exc)
+
+    def _refused_start(self, prof: Profile, exc: Any) -> NoReturn:
+        """Raise the readable error for a start the engine refused."""
+        text = str(exc)
+        if prof.gpus and ("device driver" in text or "nvidia" in text.lower() or "gpu" in text.lower()):
+            raise RuntimeUnavailable(
+                f"profile {prof.name!r} needs {prof.gpus} GPU(s), but the Docker engine at {self.host} cannot give "
+                f"containers GPUs ({self.gpu_support().mode} mode): {exc.explanation or text}",
+                kept="nothing was started (the half-created container was removed); the session folder is kept",
+                fix=NVIDIA_FIX + ("; without the toolkit, set gpu_mode = \"devices\" for this host in hosts.toml"
+                                  if self.gpu_support().mode == "toolkit" else ""),
+            ) from None
+        if "rlimit" in text:
+            raise RebenchError(f"the container did not start: the engine may not grant its limits (open files "
+                               f"{prof.open_files}, processes {prof.pids}): {exc.explanation or text}",
+                               kept="the session folder (the half-created container was removed)",
+                               fix="raise the engine's own limit (LimitNOFILE of dockerd), or lower the profile's "
+                                   "resources.open_files in environment.toml") from None
+        raise RebenchError(f"the container did not start: {exc.explanation or text}", kept="the session folder",
+                           fix="see `docker logs` on the engine; run `rebench-tui doctor`") from None
 
     def _gpu_kwargs(self, count: int, image: str | None, progress: ProgressFn) -> dict[str, Any]:
         """The container settings that give it ``count`` free GPUs, by the host's mode. Free GPUs
@@ -557,68 +665,14 @@ class DockerRuntime(Runtime):
         shells' hooks; on a fresh container also the pristine starting solution, the held-out
         assets and the secrets under /protected (root:protected, 0750) and the home's ownership.
         Idempotent: ``attach`` runs it again (files refreshed; the daemon started unless it runs)."""
-        prot = PROTECTED.lstrip("/")
-
-        def root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
-            info.uid = info.gid = 0
-            info.uname = info.gname = "root"
-            return info
-
-        def add(tar: tarfile.TarFile, name: str, data: bytes | None, mode: int) -> None:
-            info = root_owned(tarfile.TarInfo(name))
-            info.mode = mode
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-            else:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-
         with tempfile.TemporaryFile() as tmp:
             with tarfile.open(fileobj=tmp, mode="w") as tar:
-                add(tar, "opt/rebench", None, 0o755)
-                add(tar, "opt/rebench/supervise.py", SUPERVISOR.read_bytes(), 0o755)
-                add(tar, "opt/rebench/capture.py", DAEMON.read_bytes(), 0o755)
-                add(tar, "opt/rebench/poller.py", POLLER.read_bytes(), 0o755)
-                add(tar, "opt/rebench/lib", None, 0o755)
-                add(tar, f"opt/rebench/lib/{SCORER_LIB_PACKAGE}", None, 0o755)
-                for module in sorted((SCORER_LIB / SCORER_LIB_PACKAGE).glob("*.py")):
-                    add(tar, f"opt/rebench/lib/{SCORER_LIB_PACKAGE}/{module.name}", module.read_bytes(), 0o644)
-                add(tar, "etc/profile.d", None, 0o755)
-                add(tar, "etc/profile.d/zz-rebench.sh", HOOKS.read_bytes(), 0o644)
+                _add_tools(tar)
                 if fresh:
-                    tar.add(str(spec.env.solution_dir), arcname=f"{prot}/{STARTING_SOLUTION_DIR}", filter=root_owned)
-                    held_out = None if spec.assets is None else spec.assets / "protected"
-                    if held_out is not None and held_out.is_dir():
-                        progress(f"copying held-out assets into {PROTECTED}/{ASSETS_DIR}")
-                        tar.add(str(held_out), arcname=f"{prot}/{ASSETS_DIR}", filter=root_owned)
-                    if spec.secrets:
-                        add(tar, f"{prot}/{SECRETS_FILE}", secrets_env_file(spec.secrets), 0o640)
+                    _add_protected(tar, spec, progress)
             tmp.seek(0)
             container.put_archive("/", tmp)
-        steps = ["grep -q zz-rebench /etc/bash.bashrc 2>/dev/null || echo '. /etc/profile.d/zz-rebench.sh' >> /etc/bash.bashrc",
-                 f"mkdir -p {CAPTURE_TTY_DIR} && chmod 700 /var/log/rebench",
-                 f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}"]
-        if any(str(m.get("Destination", "")).startswith(NVIDIA_ROOT) for m in (container.attrs or {}).get("Mounts") or []):
-            # devices mode: the driver's libraries reach every process through the linker's cache
-            # (the participant's login shell and the scorer's clean environments included). Libraries
-            # mounted one by one come by soname; Triton links its launcher with -lcuda, which needs
-            # the unversioned libcuda.so beside them (a read-only driver folder has its own, or not).
-            lib = NVIDIA_LIB_DIRS[0]
-            steps.append(f"printf '%s\\n' {' '.join(NVIDIA_LIB_DIRS)} > /etc/ld.so.conf.d/000-rebench-nvidia.conf && "
-                         f"{{ [ ! -e {lib}/libcuda.so.1 ] || [ -e {lib}/libcuda.so ] || ln -s libcuda.so.1 {lib}/libcuda.so 2>/dev/null || true; }} && "
-                         "{ ldconfig 2>/dev/null || true; }")
-        if fresh:
-            paths = " ".join(shlex.quote(f"{PROTECTED}/{name}") for name in
-                             (STARTING_SOLUTION_DIR, ASSETS_DIR, *([SECRETS_FILE] if spec.secrets else [])))
-            steps.append(f"mkdir -p {PROTECTED}/{ASSETS_DIR} && chown -R root:protected {paths} && chmod -R u=rwX,g=rX,o= {paths}")
-            # Only what the session put there: a read-only assets mount must not be touched.
-            owned = " ".join(shlex.quote(f"{HOME}/{p.name}") for p in spec.workspace.iterdir() if p.name != ASSETS_DIR)
-            steps.append(f"chown agent:agent {HOME}" + (f" && chown -R agent:agent {owned}" if owned else ""))
-        # The capture daemon, detached from this command's output; the hooks only report to a
-        # running daemon, so wait (up to 2 s) for its pid file.
-        steps.append(f"(python3 {CAPTURE_PATH} serve </dev/null >/dev/null 2>&1 &) && i=0 && "
-                     "while [ $i -lt 40 ] && ! test -s /run/rebench-capture/capture.pid; do sleep 0.05; i=$((i+1)); done")
+        steps = _setup_steps(container, spec, fresh=fresh)
         rc, out = container.exec_run(["sh", "-c", " && ".join(f"{{ {step}; }}" for step in steps)], user="root")
         if rc != 0:
             raise RebenchError(f"preparing the container failed: {out.decode(errors='replace')}",
