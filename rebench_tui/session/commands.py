@@ -39,6 +39,24 @@ def clean_output(raw: bytes) -> str:
     return text
 
 
+def _gap_rows(kind: Any, rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The row for a record that shows commands ran unseen (or a record the hooks garbled); none for other kinds."""
+    if kind == "proc":
+        argv = " ".join(rec.get("argv") or [rec.get("comm", "?")])
+        return [log(f"command ran without capture hooks in shell {rec.get('shell')}: {argv}",
+                    {"event": "command_gap", "reason": "a process started by a shell whose capture hooks were off",
+                     "pid": rec.get("pid"), "shell_pid": rec.get("shell"), "argv": rec.get("argv")}, title="command")]
+    if kind == "unhooked_shell":
+        return [log(f"a shell without capture hooks is running: {' '.join(rec.get('argv') or [])}",
+                    {"event": "command_gap", "reason": "interactive shell without capture hooks (commands it runs "
+                     "are still listed from the process table, without output)", "pid": rec.get("pid"),
+                     "argv": rec.get("argv")}, title="command")]
+    if kind == "malformed":
+        return [log("malformed capture record", {"event": "command_gap", "reason": "malformed hook record",
+                                                 "line": rec.get("line")}, title="command")]
+    return []
+
+
 class CommandCollector:
     """Reads capture records through ``read(path, offset) -> bytes`` (a root read in the sandbox)."""
 
@@ -184,63 +202,62 @@ class CommandCollector:
         complete = data[: data.rfind(b"\n") + 1] if b"\n" in data else b""
         st["offset"] += len(complete)
         for raw in complete.splitlines():
-            try:
-                rec = json.loads(raw)
-            except ValueError:
-                rows.append(log("unreadable capture record", {"event": "command_gap", "reason": "unreadable record",
-                                                              "raw": raw[:300].decode("utf-8", "replace")}, title="command"))
-                continue
-            kind, pid = rec.get("type"), str(rec.get("pid"))
-            if kind == "hello":
-                st["shells"][pid] = {"ttylog": rec.get("ttylog")}
-                rows.append(log(f"shell {pid} started with capture hooks" + (" and a terminal log" if rec.get("ttylog") else ""),
-                                {"event": "shell_hooked", "pid": rec["pid"], "ttylog": rec.get("ttylog")}, title="command"))
-            elif kind == "start":
-                rec["ttylog"] = st["shells"].get(pid, {}).get("ttylog")
-                st["pending"][f"{pid}-{rec['seq']}"] = rec
-            elif kind == "end":
-                start = st["pending"].pop(f"{pid}-{rec['seq']}", None)
-                if start is None:
-                    rows.append(log(f"end of an unknown command in shell {pid}", {"event": "command_gap", "record": rec},
-                                    title="command"))
-                    continue
-                st["waiting"].append([start, rec, 0])
-                rows += self._flush(pid_only=None)
-            elif kind == "proc" and rec.get("covered"):
-                key = f"{rec.get('shell')}-{rec.get('seq')}"
-                if key in st["pending"]:
-                    st["pending"][key].setdefault("procs", []).append(rec.get("argv") or [rec.get("comm")])
-            elif kind == "proc":
-                argv = " ".join(rec.get("argv") or [rec.get("comm", "?")])
-                rows.append(log(f"command ran without capture hooks in shell {rec.get('shell')}: {argv}",
-                                {"event": "command_gap", "reason": "a process started by a shell whose capture hooks were off",
-                                 "pid": rec.get("pid"), "shell_pid": rec.get("shell"), "argv": rec.get("argv")}, title="command"))
-            elif kind == "unhooked_shell":
-                rows.append(log(f"a shell without capture hooks is running: {' '.join(rec.get('argv') or [])}",
-                                {"event": "command_gap", "reason": "interactive shell without capture hooks (commands it runs "
-                                 "are still listed from the process table, without output)", "pid": rec.get("pid"),
-                                 "argv": rec.get("argv")}, title="command"))
-            elif kind == "bye":
-                rows += self._flush(pid_only=pid, final=True)
-                for key in [k for k in st["pending"] if k.split("-")[0] == pid]:
-                    start = st["pending"].pop(key)
-                    ttylog = start.get("ttylog")
-                    output, size, cut = self._output(ttylog, str(start["seq"]), open_ended=True) if ttylog else (None, 0, False)
-                    rows += self._command_rows(start, {"ms": rec.get("received", start["ms"]), "exit": None}, output, size, cut, ttylog)
-                    if EXITS.match(start["cmd"]):
-                        continue  # `exit` ends the shell before any end record: nothing followed it
-                    rows.append(log(f"a command of shell {pid} never reported its end: what followed it ran without capture hooks",
-                                    {"event": "command_gap", "reason": "command without an end record until the shell exited",
-                                     "id": key, "processes": [" ".join(a) for a in start.get("procs", [])[:50]]}, title="command"))
-                sh = st["shells"].pop(pid, {})
-                note = self._trailing_activity(sh.get("ttylog"))
-                rows.append(log(f"shell {pid} exited" + (f"; {note}" if note else ""),
-                                {"event": "shell_exit", "pid": rec.get("pid"), **({"gap": note} if note else {})}, title="command"))
-            elif kind == "malformed":
-                rows.append(log("malformed capture record", {"event": "command_gap", "reason": "malformed hook record",
-                                                             "line": rec.get("line")}, title="command"))
+            rows += self._record(raw)
         rows += self._flush(pid_only=None, count_try=True)
         return rows, bool(complete) or bool(st["waiting"])
+
+    def _record(self, raw: bytes) -> list[dict[str, Any]]:
+        """The rows one capture record makes (none where it only updates the state)."""
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            return [log("unreadable capture record", {"event": "command_gap", "reason": "unreadable record",
+                                                      "raw": raw[:300].decode("utf-8", "replace")}, title="command")]
+        st = self.state
+        kind, pid = rec.get("type"), str(rec.get("pid"))
+        if kind == "hello":
+            st["shells"][pid] = {"ttylog": rec.get("ttylog")}
+            return [log(f"shell {pid} started with capture hooks" + (" and a terminal log" if rec.get("ttylog") else ""),
+                        {"event": "shell_hooked", "pid": rec["pid"], "ttylog": rec.get("ttylog")}, title="command")]
+        if kind == "start":
+            rec["ttylog"] = st["shells"].get(pid, {}).get("ttylog")
+            st["pending"][f"{pid}-{rec['seq']}"] = rec
+        elif kind == "end":
+            start = st["pending"].pop(f"{pid}-{rec['seq']}", None)
+            if start is None:
+                return [log(f"end of an unknown command in shell {pid}", {"event": "command_gap", "record": rec},
+                            title="command")]
+            st["waiting"].append([start, rec, 0])
+            return self._flush(pid_only=None)
+        elif kind == "proc" and rec.get("covered"):
+            key = f"{rec.get('shell')}-{rec.get('seq')}"
+            if key in st["pending"]:
+                st["pending"][key].setdefault("procs", []).append(rec.get("argv") or [rec.get("comm")])
+        elif kind == "bye":
+            return self._shell_exited(rec, pid)
+        else:
+            return _gap_rows(kind, rec)
+        return []
+
+    def _shell_exited(self, rec: dict[str, Any], pid: str) -> list[dict[str, Any]]:
+        """A shell's ``bye``: its waiting commands, those it never ended, and its exit."""
+        st = self.state
+        rows = self._flush(pid_only=pid, final=True)
+        for key in [k for k in st["pending"] if k.split("-")[0] == pid]:
+            start = st["pending"].pop(key)
+            ttylog = start.get("ttylog")
+            output, size, cut = self._output(ttylog, str(start["seq"]), open_ended=True) if ttylog else (None, 0, False)
+            rows += self._command_rows(start, {"ms": rec.get("received", start["ms"]), "exit": None}, output, size, cut, ttylog)
+            if EXITS.match(start["cmd"]):
+                continue  # `exit` ends the shell before any end record: nothing followed it
+            rows.append(log(f"a command of shell {pid} never reported its end: what followed it ran without capture hooks",
+                            {"event": "command_gap", "reason": "command without an end record until the shell exited",
+                             "id": key, "processes": [" ".join(a) for a in start.get("procs", [])[:50]]}, title="command"))
+        sh = st["shells"].pop(pid, {})
+        note = self._trailing_activity(sh.get("ttylog"))
+        rows.append(log(f"shell {pid} exited" + (f"; {note}" if note else ""),
+                        {"event": "shell_exit", "pid": rec.get("pid"), **({"gap": note} if note else {})}, title="command"))
+        return rows
 
     def _flush(self, pid_only: str | None, final: bool = False, count_try: bool = False) -> list[dict[str, Any]]:
         """Emit waiting commands whose output has reached the terminal log (all of a shell's, if final)."""
