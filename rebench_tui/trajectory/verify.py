@@ -49,6 +49,51 @@ def sha256_path(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _hash_problem(line: str, row: dict[str, Any], prev_hash: str) -> tuple[str | None, str | None]:
+    """The row's claimed hash, and what is wrong with it and its link to the row before (None: nothing)."""
+    claimed, actual = line_hash(line)
+    if claimed is None:
+        return claimed, "the row has no hash (written by an older version, or edited)"
+    if claimed != actual or row.get("hash") != claimed:
+        return claimed, "the row's bytes do not match its hash: it was changed after it was written"
+    if row.get("prevHash") != prev_hash:
+        return claimed, "the row does not follow the previous one: a row before it was removed, added or moved"
+    return claimed, None
+
+
+def _chained_row(n: int, bline: bytes, prev_hash: str | None, last_called: int, rows: list[dict[str, Any]],
+                 report: Report) -> tuple[dict[str, Any], str, int] | None:
+    """Line ``n`` checked after ``rows``: the row, its hash and its calledAt, or None once a finding is reported."""
+    try:
+        line = bline.decode("utf-8")
+        row = json.loads(line)
+    except (UnicodeDecodeError, ValueError) as exc:
+        report.add("audit log", False, f"not valid JSON: {exc}", n)
+        return None
+    if not isinstance(row, dict):
+        report.add("audit log", False, "a line is not a JSON object", n)
+        return None
+    if prev_hash is None:
+        prev_hash = genesis_hash(row.get("runId", 0))
+    claimed, problem = _hash_problem(line, row, prev_hash)
+    if problem is not None:
+        report.add("hash chain", False, problem, n)
+        return None
+    assert claimed is not None
+    try:
+        entry = TraceEntry.model_validate(row)
+    except Exception as exc:  # noqa: BLE001 - reported as a finding
+        report.add("trace-entry contract", False, str(exc).splitlines()[0], n)
+        return None
+    if entry.calledAt <= last_called:
+        report.add("calledAt order", False, f"calledAt {entry.calledAt} is not after {last_called}", n)
+        return None
+    if rows and entry.runId != rows[0]["runId"]:
+        report.add("audit log", False, f"runId {entry.runId} differs from the first row's", n)
+        return None
+    return row, claimed, entry.calledAt
+
+
 def check_chain(path: Path, report: Report) -> list[dict[str, Any]]:
     """The audit log: parse, contract, strict calledAt, one runId, and the hash chain."""
     rows: list[dict[str, Any]] = []
@@ -63,41 +108,10 @@ def check_chain(path: Path, report: Report) -> list[dict[str, Any]]:
     prev_hash: str | None = None
     last_called = -1
     for n, bline in enumerate(raw.splitlines(keepends=True), start=1):
-        try:
-            line = bline.decode("utf-8")
-            row = json.loads(line)
-        except (UnicodeDecodeError, ValueError) as exc:
-            report.add("audit log", False, f"not valid JSON: {exc}", n)
+        checked = _chained_row(n, bline, prev_hash, last_called, rows, report)
+        if checked is None:
             return rows
-        if not isinstance(row, dict):
-            report.add("audit log", False, "a line is not a JSON object", n)
-            return rows
-        if prev_hash is None:
-            prev_hash = genesis_hash(row.get("runId", 0))
-        claimed, actual = line_hash(line)
-        if claimed is None:
-            report.add("hash chain", False, "the row has no hash (written by an older version, or edited)", n)
-            return rows
-        if claimed != actual or row.get("hash") != claimed:
-            report.add("hash chain", False, "the row's bytes do not match its hash: it was changed after it was written", n)
-            return rows
-        if row.get("prevHash") != prev_hash:
-            report.add("hash chain", False, "the row does not follow the previous one: a row before it was removed, "
-                                            "added or moved", n)
-            return rows
-        try:
-            entry = TraceEntry.model_validate(row)
-        except Exception as exc:  # noqa: BLE001 - reported as a finding
-            report.add("trace-entry contract", False, str(exc).splitlines()[0], n)
-            return rows
-        if entry.calledAt <= last_called:
-            report.add("calledAt order", False, f"calledAt {entry.calledAt} is not after {last_called}", n)
-            return rows
-        if rows and entry.runId != rows[0]["runId"]:
-            report.add("audit log", False, f"runId {entry.runId} differs from the first row's", n)
-            return rows
-        last_called = entry.calledAt
-        prev_hash = claimed
+        row, prev_hash, last_called = checked
         rows.append(row)
     report.add("hash chain", True, f"{len(rows)} rows, every hash and link intact")
     pending = path.with_name(path.name + ".pending")
