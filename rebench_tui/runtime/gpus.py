@@ -280,33 +280,47 @@ def _driver(view: HostView, driver_dir: str | None) -> tuple[tuple[tuple[str, st
             any(n == "nvidia-smi" for n, _ in view.tools))
 
 
-def decide(configured: str, has_runtime: bool, view: HostView | None, *, driver_dir: str | None = None,
-           device_dir: str = "/dev", source: str | None = None) -> GpuSupport:
-    """The GPU mode for an engine: ``configured`` from the hosts file (auto | toolkit | devices |
-    none), ``has_runtime`` whether the engine lists the nvidia runtime, ``view`` what a look at the
-    host found (None: not looked at)."""
-    where = f" (hosts.toml: {source})" if source else ""
-    devices_fix = (f"set gpu_mode = \"devices\" for this host in hosts.toml (with driver_dir if the driver's libraries "
-                   f"are not in the host's ldconfig cache)")
-    if configured == "none":
-        return GpuSupport("none", configured, f"gpu_mode = \"none\"{where}", source=source,
-                          fix="set gpu_mode to auto, toolkit or devices in hosts.toml to give containers GPUs")
-    if configured == "toolkit" or (configured == "auto" and has_runtime):
-        why = ("the engine lists the nvidia runtime (NVIDIA Container Toolkit): GPUs by device request"
-               + (f"; gpu_mode = \"toolkit\"{where}" if configured == "toolkit" else ""))
-        if has_runtime:
-            return GpuSupport("toolkit", configured, why, source=source)
-        return GpuSupport("toolkit", configured, f"gpu_mode = \"toolkit\"{where}", source=source,
-                          problem="the engine lists no nvidia runtime (is the NVIDIA Container Toolkit installed and configured?)",
-                          fix=f"{TOOLKIT_FIX}; or, without the toolkit, {devices_fix}")
-    # devices, or auto without the toolkit: look at the host
-    if view is None or view.error:
-        reason = f"could not look at the host's devices: {view.error if view else 'not looked at'}"
-        if configured == "devices":
-            return GpuSupport("devices", configured, f"gpu_mode = \"devices\"{where}", problem=reason, source=source,
-                              fix="build the base image on this engine (`rebench-tui images build base`), then run doctor again")
-        return GpuSupport("none", configured, f"no nvidia runtime on the engine, and {reason}", source=source,
-                          fix=f"{TOOLKIT_FIX}; or build the base image (`rebench-tui images build base`) so the host can be looked at")
+_DEVICES_FIX = ("set gpu_mode = \"devices\" for this host in hosts.toml (with driver_dir if the driver's libraries "
+                "are not in the host's ldconfig cache)")
+
+
+def _toolkit_support(configured: str, has_runtime: bool, where: str, source: str | None) -> GpuSupport:
+    why = ("the engine lists the nvidia runtime (NVIDIA Container Toolkit): GPUs by device request"
+           + (f"; gpu_mode = \"toolkit\"{where}" if configured == "toolkit" else ""))
+    if has_runtime:
+        return GpuSupport("toolkit", configured, why, source=source)
+    return GpuSupport("toolkit", configured, f"gpu_mode = \"toolkit\"{where}", source=source,
+                      problem="the engine lists no nvidia runtime (is the NVIDIA Container Toolkit installed and configured?)",
+                      fix=f"{TOOLKIT_FIX}; or, without the toolkit, {_DEVICES_FIX}")
+
+
+def _unseen_host_support(configured: str, view: HostView | None, where: str, source: str | None) -> GpuSupport:
+    """Devices mode (or auto without the toolkit) where the host could not be looked at."""
+    reason = f"could not look at the host's devices: {view.error if view else 'not looked at'}"
+    if configured == "devices":
+        return GpuSupport("devices", configured, f"gpu_mode = \"devices\"{where}", problem=reason, source=source,
+                          fix="build the base image on this engine (`rebench-tui images build base`), then run doctor again")
+    return GpuSupport("none", configured, f"no nvidia runtime on the engine, and {reason}", source=source,
+                      fix=f"{TOOLKIT_FIX}; or build the base image (`rebench-tui images build base`) so the host can be looked at")
+
+
+def _incomplete_host_support(configured: str, problem: str, has_minors: bool, where: str, source: str | None,
+                             device_dir: str) -> GpuSupport:
+    """Devices mode (or auto without the toolkit) where the host lacks a node or the driver's files."""
+    if configured == "devices":
+        return GpuSupport("devices", configured, f"gpu_mode = \"devices\"{where}", problem=problem, source=source,
+                          fix="check that the NVIDIA driver is loaded on the host (`nvidia-smi` there; "
+                              "`nvidia-modprobe -u -c 0` creates nvidia-uvm's nodes) and that driver_dir names its folder")
+    if not has_minors:
+        return GpuSupport("none", configured, f"no nvidia runtime on the engine and no NVIDIA device nodes in {device_dir}",
+                          source=source, fix=f"run on a GPU host, or {TOOLKIT_FIX}")
+    return GpuSupport("none", configured, f"no nvidia runtime on the engine; the host has NVIDIA device nodes but {problem}",
+                      source=source, fix=f"{TOOLKIT_FIX}; or {_DEVICES_FIX}")
+
+
+def _devices_support(configured: str, view: HostView, where: str, source: str | None, driver_dir: str | None,
+                     device_dir: str) -> GpuSupport:
+    """Devices mode (or auto without the toolkit) from what a look at the host found."""
     minors = view.gpu_minors
     shared = tuple(n for n in SHARED_NODES if n in view.nodes)
     missing = [] if minors else [f"no {device_dir}/nvidiaN device node"]
@@ -315,19 +329,27 @@ def decide(configured: str, has_runtime: bool, view: HostView | None, *, driver_
     if isinstance(driver, str):
         missing.append(driver)
     if missing:
-        problem = "; ".join(missing)
-        if configured == "devices":
-            return GpuSupport("devices", configured, f"gpu_mode = \"devices\"{where}", problem=problem, source=source,
-                              fix="check that the NVIDIA driver is loaded on the host (`nvidia-smi` there; "
-                                  "`nvidia-modprobe -u -c 0` creates nvidia-uvm's nodes) and that driver_dir names its folder")
-        if not minors:
-            return GpuSupport("none", configured, f"no nvidia runtime on the engine and no NVIDIA device nodes in {device_dir}",
-                              source=source, fix=f"run on a GPU host, or {TOOLKIT_FIX}")
-        return GpuSupport("none", configured, f"no nvidia runtime on the engine; the host has NVIDIA device nodes but {problem}",
-                          source=source, fix=f"{TOOLKIT_FIX}; or {devices_fix}")
+        return _incomplete_host_support(configured, "; ".join(missing), bool(minors), where, source, device_dir)
     mounts, described, has_smi = driver
     nodes = ", ".join(f"{device_dir}/{n}" for n in [f"nvidia{m}" for m in minors] + list(shared))
     lead = f"gpu_mode = \"devices\"{where}" if configured == "devices" else "no nvidia runtime on the engine (no NVIDIA Container Toolkit)"
     why = f"{lead}; device nodes passed in: {nodes}; driver from {described}"
     return GpuSupport("devices", configured, why, source=source,
                       devices=DeviceGpus(device_dir, shared, tuple(minors), mounts, described, has_smi))
+
+
+def decide(configured: str, has_runtime: bool, view: HostView | None, *, driver_dir: str | None = None,
+           device_dir: str = "/dev", source: str | None = None) -> GpuSupport:
+    """The GPU mode for an engine: ``configured`` from the hosts file (auto | toolkit | devices |
+    none), ``has_runtime`` whether the engine lists the nvidia runtime, ``view`` what a look at the
+    host found (None: not looked at)."""
+    where = f" (hosts.toml: {source})" if source else ""
+    if configured == "none":
+        return GpuSupport("none", configured, f"gpu_mode = \"none\"{where}", source=source,
+                          fix="set gpu_mode to auto, toolkit or devices in hosts.toml to give containers GPUs")
+    if configured == "toolkit" or (configured == "auto" and has_runtime):
+        return _toolkit_support(configured, has_runtime, where, source)
+    # devices, or auto without the toolkit: look at the host
+    if view is None or view.error:
+        return _unseen_host_support(configured, view, where, source)
+    return _devices_support(configured, view, where, source, driver_dir, device_dir)
