@@ -112,6 +112,20 @@ def list_cmd(verbose: bool) -> None:
     """Show the environments, their profiles' start and reference scores (the anchors), and any problems in their folders."""
     settings = _settings()
     cat = workstation.catalog(settings)
+    out.print(_environments_table(cat, settings))
+    if verbose:
+        for env in cat.environments.values():
+            for p in map(env.profile, env.profile_names):
+                _print_anchors_detail(env, p, settings)
+            out.print(_setting_table(env))
+    if cat.problems:
+        err.print(f"[bold red]{len(cat.problems)} problem(s):[/bold red]")
+        for p in cat.problems:
+            err.print(f"  - {p}", highlight=False, markup=False)
+        sys.exit(1)
+
+
+def _environments_table(cat, settings: Settings) -> Table:
     t = Table(title=f"environments in {settings.environments}")
     _id_column(t, "id", cat.environments)
     t.add_column("title")
@@ -122,8 +136,7 @@ def list_cmd(verbose: bool) -> None:
         m = env.manifest
         lines = []
         for p in map(env.profile, env.profile_names):
-            here, problem = _anchors_here(env, p.name, settings)
-            a = here if here is not None else None
+            a, _problem = _anchors_here(env, p.name, settings)
             start, ref = (a.start, a.reference) if a is not None else (p.start_score, p.reference_score)
             tag = (a.kind if a.kind != "calibrated" else a.tag) if a is not None else "calibration file unreadable"
             n = len(p.differences)
@@ -131,37 +144,35 @@ def list_cmd(verbose: bool) -> None:
                          + ("" if not p.setting else ", paper's setting" if not n else f", {n} setting(s) differ"))
         t.add_row(env.id, m.title, f"{m.task_id} {m.version}", f"{m.score.direction.value} is better, {m.score.aggregation.value}"
                   + (", hidden" if m.score.visibility == "hidden" else ""), "\n".join(lines), format_hms(m.time.limit))
-    out.print(t)
-    if verbose:
-        from .catalog.anchors import manifest_anchors
+    return t
 
-        for env in cat.environments.values():
-            for p in map(env.profile, env.profile_names):
-                mine = manifest_anchors(env, p.name)
-                out.print(f"[bold]{env.id}[/bold] {p.name}: start {p.start_score:g}, reference {p.reference_score:g}", highlight=False)
-                out.print(f"  manifest: {mine.kind} — {mine.summary}", highlight=False, markup=False)
-                here, problem = _anchors_here(env, p.name, settings)
-                if problem is not None:
-                    out.print(f"  in effect here: the manifest's, but {problem}", highlight=False, markup=False)
-                elif here is not None and here.kind == "calibrated":
-                    out.print(f"  in effect here: start {here.start:.6g}, reference {here.reference:.6g} — {here.summary} "
-                              f"({here.provenance.get('file')})", highlight=False, markup=False)
-                else:
-                    out.print("  in effect here: the manifest's (not calibrated on this host)", highlight=False, markup=False)
-                cal = p.calibration
-                if cal is None:
-                    out.print("  calibrate: no [calibration] table in its manifest", highlight=False, markup=False)
-                elif cal.unavailable:
-                    out.print(f"  calibrate: not here — {cal.unavailable}", highlight=False, markup=False)
-                else:
-                    out.print(f"  calibrate: rebench-tui calibrate {env.id} --profile {p.name} --runs 3", highlight=False, markup=False)
-                out.print(f"  measured: {p.measured.strip()}", highlight=False, markup=False)
-            out.print(_setting_table(env))
-    if cat.problems:
-        err.print(f"[bold red]{len(cat.problems)} problem(s):[/bold red]")
-        for p in cat.problems:
-            err.print(f"  - {p}", highlight=False, markup=False)
-        sys.exit(1)
+
+def _print_anchors_detail(env, p, settings: Settings) -> None:
+    """list -v: where a profile's anchors come from, which are in effect here, and how to calibrate."""
+    from .catalog.anchors import manifest_anchors
+
+    def say(text: str) -> None:
+        out.print(text, highlight=False, markup=False)
+
+    mine = manifest_anchors(env, p.name)
+    out.print(f"[bold]{env.id}[/bold] {p.name}: start {p.start_score:g}, reference {p.reference_score:g}", highlight=False)
+    say(f"  manifest: {mine.kind} — {mine.summary}")
+    here, problem = _anchors_here(env, p.name, settings)
+    if problem is not None:
+        say(f"  in effect here: the manifest's, but {problem}")
+    elif here is not None and here.kind == "calibrated":
+        say(f"  in effect here: start {here.start:.6g}, reference {here.reference:.6g} — {here.summary} "
+            f"({here.provenance.get('file')})")
+    else:
+        say("  in effect here: the manifest's (not calibrated on this host)")
+    cal = p.calibration
+    if cal is None:
+        say("  calibrate: no [calibration] table in its manifest")
+    elif cal.unavailable:
+        say(f"  calibrate: not here — {cal.unavailable}")
+    else:
+        say(f"  calibrate: rebench-tui calibrate {env.id} --profile {p.name} --runs 3")
+    say(f"  measured: {p.measured.strip()}")
 
 
 def _setting_table(env) -> Table | str:
@@ -331,6 +342,29 @@ def score(session_id: str | None, sessions_dir: Path | None) -> None:
         how = (f"scoring {best.representative}" if best.n == 1 else
                f"median of {best.n} re-scores of unchanged files, {best.low:.6g} to {best.high:.6g}")
         out.print(f"counts now: {best.score:.6g} (normalized {best.normalized:.4g}; {how})", highlight=False)
+
+
+@main.command()
+@click.argument("session_id", required=False)
+@click.option("--submission", default="", help="what the participant submits (a short text; recorded with the finish)")
+@sessions_dir_opt
+def finish(session_id: str | None, submission: str, sessions_dir: Path | None) -> None:
+    """Take the final score and finish a session without the screen: at or after the time limit
+    it finishes as 'time_limit', before it as a submission. The session finishes even if that
+    last scoring fails; the error is then printed."""
+    session = _open_session(session_id, sessions_dir)
+    try:
+        if session.finished:
+            err.print(f"session {session.id} is already finished ({session.meta.finish_reason}); nothing to do")
+            return
+        rec = session.finish_at_time_limit() if session.wclock.expired else session.submit(submission)
+    finally:
+        session.close(pause_clock=None)
+    best = session.final()
+    shown = "hidden" if session.hidden else ("none (no valid scoring)" if best is None else
+                                             f"{best.score:.6g} (normalized {best.normalized:.4g})")
+    last = "" if rec is None else f" after final scoring {rec.attempt}"
+    out.print(f"session {session.id} finished ({session.meta.finish_reason}){last}; final score {shown}", highlight=False)
 
 
 @main.command("verify")
@@ -583,6 +617,36 @@ def hosts_cmd(env_id: str | None) -> None:
     out.print(t)
 
 
+def _export_folders(settings: Settings, session_ids: tuple[str, ...], all_sessions: bool) -> list[Path]:
+    if session_ids and all_sessions:
+        raise RebenchError("give session ids or --all, not both", fix="drop --all to export only the sessions named")
+    if all_sessions:
+        folders = sorted(p for p in settings.sessions.iterdir() if (p / "session.json").is_file()) \
+            if settings.sessions.is_dir() else []
+        if not folders:
+            raise RebenchError(f"no sessions in {settings.sessions}", fix="pass --sessions-dir")
+        return folders
+    if session_ids:
+        return list(dict.fromkeys(workstation.find_session(settings.sessions, sid) for sid in session_ids))
+    raise RebenchError("name the sessions to export (or --all)",
+                       fix="e.g. `rebench-tui export SESSION_ID --format inspect`; `rebench-tui sessions` lists them")
+
+
+def _export_one(folder: Path, dest: Path, fmt: str, inspect_fmt: str) -> None:
+    if fmt == "inspect":
+        from .trajectory.export_inspect import export_inspect
+
+        export_inspect(folder, dest, inspect_fmt)  # type: ignore[arg-type]
+    elif fmt == "vivaria":
+        from .trajectory.export_vivaria import export_vivaria
+
+        export_vivaria(folder, dest)
+    else:
+        from .trajectory.export_csv import export_csv
+
+        export_csv(folder, dest)
+
+
 @main.command("export")
 @click.argument("session_ids", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["inspect", "vivaria", "csv"]), default="inspect", show_default=True,
@@ -600,25 +664,14 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
     Names in the output folder: ID.eval (or ID.json), ID-vivaria/, ID-csv/. Existing exports are
     replaced; the session folders are only read. Exits 1 if any session failed to export."""
     settings = _settings(sessions_dir)
-    if session_ids and all_sessions:
-        raise RebenchError("give session ids or --all, not both", fix="drop --all to export only the sessions named")
-    if all_sessions:
-        folders = sorted(p for p in settings.sessions.iterdir() if (p / "session.json").is_file()) \
-            if settings.sessions.is_dir() else []
-        if not folders:
-            raise RebenchError(f"no sessions in {settings.sessions}", fix="pass --sessions-dir")
-    elif session_ids:
-        folders = list(dict.fromkeys(workstation.find_session(settings.sessions, sid) for sid in session_ids))
-    else:
-        raise RebenchError("name the sessions to export (or --all)",
-                           fix="e.g. `rebench-tui export SESSION_ID --format inspect`; `rebench-tui sessions` lists them")
+    folders = _export_folders(settings, session_ids, all_sessions)
     inspect_fmt = "json" if as_json else "eval"
     single_file = (fmt == "inspect" and output is not None and len(folders) == 1
                    and output.suffix in (".eval", ".json") and not output.is_dir())
     if single_file:
         inspect_fmt = output.suffix[1:]
     if fmt == "inspect":
-        from .trajectory.export_inspect import export_inspect, inspect_available
+        from .trajectory.export_inspect import inspect_available
 
         try:
             inspect_available()  # a missing extra stops the batch before it starts
@@ -627,27 +680,12 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
             err.print(f"next: {exc.fix}", highlight=False, markup=False)
             sys.exit(2)
     base = Path("exports") if output is None else output
-
-    def target(folder: Path) -> Path:
-        if single_file:
-            return base
-        return base / {"inspect": f"{folder.name}.{inspect_fmt}", "vivaria": f"{folder.name}-vivaria",
-                       "csv": f"{folder.name}-csv"}[fmt]
-
+    names = {"inspect": "{}." + inspect_fmt, "vivaria": "{}-vivaria", "csv": "{}-csv"}
     failed = 0
     for i, folder in enumerate(folders, start=1):
-        dest = target(folder)
+        dest = base if single_file else base / names[fmt].format(folder.name)
         try:
-            if fmt == "inspect":
-                export_inspect(folder, dest, inspect_fmt)  # type: ignore[arg-type]
-            elif fmt == "vivaria":
-                from .trajectory.export_vivaria import export_vivaria
-
-                export_vivaria(folder, dest)
-            else:
-                from .trajectory.export_csv import export_csv
-
-                export_csv(folder, dest)
+            _export_one(folder, dest, fmt, inspect_fmt)
         except Exception as exc:  # noqa: BLE001 - one bad session does not stop the batch; each is reported
             failed += 1
             what = exc.what if isinstance(exc, RebenchError) else f"{type(exc).__name__}: {exc}"

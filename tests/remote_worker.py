@@ -18,6 +18,7 @@ from rebench_tui.config import Settings
 from rebench_tui.runtime.docker_runtime import DockerRuntime
 from rebench_tui.runtime.images import Recipes
 from rebench_tui.session import Session, SessionEvent
+from rebench_tui.session.events import CommandsRecorded, FilesRecorded, LinkLost, LinkRestored, ScoreRecorded
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,18 +29,20 @@ def say(**kw) -> None:
 
 
 def ack(ev: SessionEvent) -> None:
-    if ev.kind == "files":
-        changes, _raw = ev.data
-        for ch in changes:
-            say(ack="file", path=ch.path, event=ch.event, sha256=ch.sha256)
-    elif ev.kind == "commands":
-        for row in ev.data:
-            if row.get("type") == "action":
-                say(ack="command", id=row["action"]["id"], command=row["action"]["args"]["command"])
-    elif ev.kind == "score":
-        say(ack="score", called_at=ev.data.called_at_ms, score=ev.data.score)
-    elif ev.kind in ("link_lost", "link_restored"):
-        say(ack=ev.kind)
+    match ev:
+        case FilesRecorded(changes=changes):
+            for ch in changes:
+                say(ack="file", path=ch.path, event=ch.event, sha256=ch.sha256)
+        case CommandsRecorded(rows=rows):
+            for row in rows:
+                if row.get("type") == "action":
+                    say(ack="command", id=row["action"]["id"], command=row["action"]["args"]["command"])
+        case ScoreRecorded(record=record):
+            say(ack="score", called_at=record.called_at_ms, score=record.score)
+        case LinkLost():
+            say(ack="link_lost")
+        case LinkRestored():
+            say(ack="link_restored")
 
 
 def main(mode: str, where: str, env_root: str, env_id: str, host: str) -> None:

@@ -89,6 +89,18 @@ def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path,
     return out
 
 
+def compare_beside_session(folder: Path, env, profile: str, agent_runs: str | None, *, n_boot: int = 200) -> Comparison:
+    """The comparison a session's screen shows: this environment's human sessions (the session's
+    own folder's neighbours, itself included) and any agent runs in ``agent_runs``."""
+    from ..catalog import Catalog
+    from .analysis import compare
+
+    resolver = EnvResolver(Catalog(root=env.path.parent, environments={env.id: env}), profile=profile)
+    got = gather([agent_runs] if agent_runs else [], resolver, sessions_dir=folder.parent,
+                 humans_dirs=[folder.parent] if agent_runs else [], envs=[env.id])
+    return compare(got.runs, n_boot=n_boot)
+
+
 def _add_sessions(loaded: Loaded, folder: Path, resolver: EnvResolver | None = None) -> None:
     for p in read_sessions_dir(folder):
         try:

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..trajectory.records import Pause, ScoreRecord, SessionMeta
-    from .session import Session, SessionEvent
+    from .events import SessionEvent
+    from .session import Session
 
 __all__ = ["Pause", "ScoreRecord", "Session", "SessionEvent", "SessionMeta"]
 _WHERE = {"Pause": "..trajectory.records", "ScoreRecord": "..trajectory.records", "SessionMeta": "..trajectory.records",
-          "Session": ".session", "SessionEvent": ".session"}
+          "Session": ".session", "SessionEvent": ".events"}
 
 
 def __getattr__(name: str) -> Any:

@@ -337,6 +337,11 @@ class AuditLog:
             self._wait_durable()
         return len(contents)
 
+    def is_held(self, called_at: int) -> bool:
+        """Whether a reservation (its ``calledAt``) is still open, waiting for its row."""
+        with self._lock:
+            return called_at in self._open
+
     def reserve(self) -> tuple[int, float | None]:
         """Reserve a ``calledAt`` for a row written later; returns (calledAt, working seconds then)."""
         with self._lock:

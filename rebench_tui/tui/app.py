@@ -8,11 +8,13 @@ never counted in ticks.
 from __future__ import annotations
 
 import gc
-import math
 import subprocess
 import threading
 import time
 from pathlib import Path
+
+from functools import partial
+from typing import Callable
 
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -20,14 +22,19 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Markdown, Static
+from textual.worker import Worker, WorkerState
 
 from ..catalog.setting import recorded_differences, setting_words
 from ..clock import format_hms
 from ..errors import RebenchError
 from ..scoring import group_attempts
 from ..session import Session
+from ..session.events import (ClockChanged, CommandsRecorded, FilesRecorded, LinkLost, LinkRestored, NoteSaved,
+                              RecordingTrouble, ScoreRecorded, ScoringCancelled, SessionEvent, SessionFinished,
+                              TimeWarning)
+from ..trajectory.records import CountingScore, ScoreRecord
 from .keymap import load_keymap
-from .messages import ScoreFailed, ScoreFinished, SessionUpdate
+from .messages import SessionUpdate
 from .screens.dialogs import HelpScreen, NoteScreen, QuitScreen, SubmitScreen
 from .widgets.countdown import Countdown
 from .widgets.file_feed import FileFeed
@@ -61,6 +68,8 @@ class RebenchApp(App[None]):
         self._cancel = threading.Event()
         self._score_started: float | None = None
         self._finishing = False
+        self._link_up = session.link_up
+        self._history: tuple[ScoreRecord, ...] = ()
         self.closed_with: str | None = None  # "pause" | "keep" once quit
 
     # -- layout ---------------------------------------------------------------------------
@@ -102,26 +111,27 @@ class RebenchApp(App[None]):
     def _anchors_stale(self) -> bool:
         return bool(self.session.anchors.provenance.get("stale")) or self.session.anchors.kind == "uncalibrated"
 
-    def _status_text(self) -> str:
+    def _status_text(self, link_up: bool = True) -> str:
         s = self.session
         warn = "" if s.sandbox.isolated else "  ⚠ NOT ISOLATED (local runtime): commands and the scorer run as you"
-        link = "" if s.link_up else f"  ⚠ LINK DOWN to {s.sandbox.host}: reconnecting; the clock keeps running, records are kept"
+        link = "" if link_up else f"  ⚠ LINK DOWN to {s.sandbox.host}: reconnecting; the clock keeps running, records are kept"
         return f"{s.meta.title} · {s.status_line()} · session {s.id}{warn}{link}"
 
-    def _show_link(self) -> None:
+    def _show_link(self, up: bool) -> None:
+        self._link_up = up
         status = self.query_one("#status", Static)
-        status.update(self._status_text())
-        status.set_class(not self.session.link_up, "link-down")
+        status.update(self._status_text(up))
+        status.set_class(not up, "link-down")
 
     def on_mount(self) -> None:
         ids = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id}
         keymap = load_keymap(self.keymap_path, ids)
         if keymap:
             self.set_keymap(keymap)
-        self._show_history()
+        self._show_history(tuple(self.session.history), self.session.final())
         self.session.subscribe(lambda ev: self.post_message(SessionUpdate(ev)))
         if self.watch_files:
-            self._start_watcher()
+            self._command(self._start_recording, group="watch")
         self.refresh_clock()
         self.set_interval(self.tick_s, self.refresh_clock)
         if self.session.finished:
@@ -133,14 +143,26 @@ class RebenchApp(App[None]):
         # view: during a file flood its full passes over them paused the screen for up to ~90 ms.
         gc.freeze()
 
-    @work(thread=True, exit_on_error=False, group="watch")
-    def _start_watcher(self) -> None:
+    # -- the one path to the session: commands go out through workers, events come back --
+    def _command(self, fn: Callable[..., object], *args: object, group: str = "record", **kwargs: object) -> Worker[object]:
+        """Run a session command off the event loop (every disk write and every blocking call goes
+        this way). Its result comes back as the session's events; a failure, of any kind, comes back
+        to ``on_worker_state_changed``. Scorings run in their own group so a pause or a note never
+        waits for one."""
+        return self.run_worker(partial(fn, *args, **kwargs), thread=True, exit_on_error=False, group=group,
+                               name=getattr(fn, "__name__", "command"))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one handler of a failed command: the screen says what went wrong and stays usable."""
+        if event.state != WorkerState.ERROR or event.worker.error is None:
+            return
+        if event.worker.group == "score":
+            self._scoring_ended()
+        self.notify(_failure_text(event.worker.error, event.worker.name), severity="error", timeout=30)
+
+    def _start_recording(self) -> None:
         self.session.start_watching()
         self.session.start_capture()
-
-    @work(thread=True, exit_on_error=False, group="watch")
-    def _collect_commands(self) -> None:
-        self.session.collect_commands()
 
     # -- clock ----------------------------------------------------------------------------
     def refresh_clock(self) -> None:
@@ -153,80 +175,80 @@ class RebenchApp(App[None]):
                     f"scoring… {time.monotonic() - self._score_started:.0f} s (press c to cancel)")
         except NoMatches:  # a last tick while the app is being torn down: its widgets are going
             return
-        s.tick()
+        if s.time.due():
+            self._command(s.tick, group="clock")  # the warning's records are written off the event loop
         if s.time_is_up and not self._finishing:
-            self._finishing = True
             self.notify("Working time is up: taking the final score now.", severity="warning", timeout=10)
-            self._begin_scoring()
-            self._finish_worker()
+            self._take_final()
 
     # -- session events -------------------------------------------------------------------
     @on(SessionUpdate)
     def _on_session_update(self, msg: SessionUpdate) -> None:
         try:
-            self._show_update(msg)
+            self._show_event(msg.event)
         except NoMatches:  # an event that arrives while the app is being torn down: it is recorded already
             pass
 
-    def _show_update(self, msg: SessionUpdate) -> None:
-        ev = msg.event
-        if ev.kind == "files":
-            changes, raw = ev.data
-            self.query_one(FileFeed).add_batch(changes, raw)
-        elif ev.kind == "score":
-            self._show_history()
-        elif ev.kind == "commands":
-            feed = self.query_one(FileFeed)
-            for row in ev.data:
-                if row.get("type") == "log" and row.get("attributes", {}).get("title") == "command":
-                    feed.add_line(str(row["content"][0]))
-        elif ev.kind == "warning":
-            self.notify(f"{format_hms(ev.data)} of working time left", severity="warning", timeout=15)
-        elif ev.kind in ("paused", "resumed"):
-            self.refresh_clock()
-        elif ev.kind == "note":
-            self.query_one(FileFeed).add_line(f"note saved: {ev.data}")
-        elif ev.kind == "finished":
-            self.refresh_clock()
-            self._show_best()
-            self.notify(f"Session finished ({ev.data}). Records are complete; press q to quit.", timeout=20)
-        elif ev.kind == "error":
-            self.notify(str(ev.data), severity="error", timeout=20)
-        elif ev.kind == "link_lost":
-            self._show_link()
-            self.query_one(FileFeed).add_line(f"⚠ {ev.data}")
-            self.notify(f"{ev.data} Working time keeps running (pause with p); scoring waits for the link.",
-                        severity="error", timeout=20)
-        elif ev.kind == "link_restored":
-            self._show_link()
-            self.query_one(FileFeed).add_line(f"link restored after {ev.data:.0f} s")
-            self.notify(f"Link to {self.session.sandbox.host} restored after {ev.data:.0f} s; nothing was lost.", timeout=10)
+    def _show_event(self, event: SessionEvent) -> None:
+        """Each event updates the screen from what it carries, never from the session's state."""
+        feed = self.query_one(FileFeed)
+        match event:
+            case FilesRecorded(changes=changes, raw_events=raw):
+                feed.add_batch(list(changes), raw)
+            case CommandsRecorded():
+                for line in event.lines():
+                    feed.add_line(line)
+            case ScoreRecorded():
+                self._score_recorded(event)
+            case ScoringCancelled():
+                self._scoring_ended()
+                self.notify("Scoring cancelled; recorded as cancelled.")
+            case TimeWarning(remaining_s=t):
+                self.notify(f"{format_hms(t)} of working time left", severity="warning", timeout=15)
+            case ClockChanged(running=running):
+                self.notify("Clock running." if running else "Clock paused. Press p to resume.")
+                self.refresh_clock()
+            case NoteSaved(text=text):
+                feed.add_line(f"note saved: {text}")
+            case SessionFinished(reason=reason, counting=counting):
+                self.refresh_clock()
+                self._show_best(counting, len(self._history))
+                self.notify(f"Session finished ({reason}). Records are complete; press q to quit.", timeout=20)
+            case RecordingTrouble(text=text):
+                self.notify(text, severity="error", timeout=20)
+            case LinkLost(host=host, error=error):
+                self._show_link(up=False)
+                feed.add_line(f"⚠ link to {host} lost ({error}); reconnecting…")
+                self.notify(f"Link to {host} lost ({error}); reconnecting… Working time keeps running (pause with p); "
+                            "scoring waits for the link.", severity="error", timeout=20)
+            case LinkRestored(host=host, outage_s=outage):
+                self._show_link(up=True)
+                feed.add_line(f"link restored after {outage:.0f} s")
+                self.notify(f"Link to {host} restored after {outage:.0f} s; nothing was lost.", timeout=10)
 
-    def _show_history(self) -> None:
-        """The score table, the chart and the counting line, from the session's history."""
-        s = self.session
-        history = list(s.history)  # a scoring worker may append meanwhile: one snapshot for the table
+    def _show_history(self, history: tuple[ScoreRecord, ...], counting: CountingScore | None) -> None:
+        """The score table, the chart and the counting line, from a snapshot of the scorings."""
+        self._history = history
         attempts = group_attempts([r.score for r in history], [r.fingerprint for r in history])
-        self.query_one(ScoreTable).show(history, attempts, s.final())
-        self.query_one(ScoreChart).set_records(history)
-        self._show_best()
+        self.query_one(ScoreTable).show(list(history), attempts, counting)
+        self.query_one(ScoreChart).set_records(list(history))
+        self._show_best(counting, len(history))
 
-    def _show_best(self) -> None:
-        s = self.session
-        best = s.final()
-        rule = {"min": "lowest", "max": "highest", "last": "last valid"}[s.aggregation.value]
-        if s.hidden:
-            text = f"{len(s.history)} scoring(s) · scores are hidden in this environment"
+    def _show_best(self, best: CountingScore | None, n_scorings: int) -> None:
+        meta = self.session.meta
+        rule = {"min": "lowest", "max": "highest", "last": "last valid"}[self.session.aggregation.value]
+        anchors = f"start {meta.start_score:g}, reference {meta.reference_score:g}"
+        if self.session.hidden:
+            text = f"{n_scorings} scoring(s) · scores are hidden in this environment"
         elif best is None:
-            text = f"no valid score yet · counts: {rule} · start {s.meta.start_score:g}, reference {s.meta.reference_score:g}"
+            text = f"no valid score yet · counts: {rule} · {anchors}"
         else:
             if best.n == 1:
                 which = f"scoring {best.representative}"
             else:  # re-scores of unchanged files: their median counts, not the luckiest of them
                 which = (f"attempt {best.attempt}: median of {best.n} re-scores, "
                          f"{_fmt(best.low)}–{_fmt(best.high)}")
-            text = (f"counts ({rule}): {_fmt(best.score)} (normalized {fmt_normalized(best.normalized)}, {which})"
-                    f" · start {s.meta.start_score:g}, reference {s.meta.reference_score:g}")
+            text = f"counts ({rule}): {_fmt(best.score)} (normalized {fmt_normalized(best.normalized)}, {which}) · {anchors}"
         self.query_one("#best", Static).update(text)
 
     # -- scoring --------------------------------------------------------------------------
@@ -235,72 +257,45 @@ class RebenchApp(App[None]):
         self._score_started = time.monotonic()
         self.query_one("#scoring", Static).update("scoring…")
 
+    def _scoring_ended(self) -> None:
+        self._score_started = None
+        self.query_one("#scoring", Static).update("")
+
     def action_score(self) -> None:
         s = self.session
         if s.finished:
             self.notify("This session is finished; scoring is closed.", severity="warning")
             return
-        if not s.link_up:
+        if not self._link_up:
             self.notify(f"The link to {s.sandbox.host} is down: scoring waits for it (nothing is lost).", severity="warning")
             return
-        if s.scoring or self._score_started is not None:
+        if self._score_started is not None:
             self.notify("A scoring is already running (press c to cancel it).", severity="warning")
             return
         self._begin_scoring()
-        self._score_worker()
+        self._command(s.score, cancel=self._cancel, group="score")
 
-    @work(thread=True, exit_on_error=False, group="score")
-    def _score_worker(self) -> None:
-        try:
-            record = self.session.score(cancel=self._cancel)
-        except Exception as exc:  # noqa: BLE001 - any failure (a full disk too) must end "scoring…" on screen
-            self.post_message(ScoreFailed(_failure_text(exc)))
+    def _take_final(self, submission: str | None = None) -> None:
+        """The final scoring, then the finish (the session finishes even if that scoring fails)."""
+        self._finishing = True
+        self._begin_scoring()
+        s = self.session
+        if submission is None:
+            self._command(s.finish_at_time_limit, group="score")
         else:
-            self.post_message(ScoreFinished(record, final=False))
+            self._command(s.submit, submission, group="score")
 
-    @work(thread=True, exit_on_error=False, group="score")
-    def _finish_worker(self, submission: str | None = None) -> None:
-        try:
-            record = self.session.finish_at_time_limit() if submission is None else self.session.submit(submission)
-        except Exception as exc:  # noqa: BLE001 - the session still finishes, and the screen says why
-            try:
-                if not self.session.finished:
-                    self.session.finish("time_limit" if submission is None else "submitted")
-            finally:
-                self.post_message(ScoreFailed(_failure_text(exc)))
-        else:
-            self.post_message(ScoreFinished(record, final=True))
-
-    @on(ScoreFinished)
-    def _on_score_finished(self, msg: ScoreFinished) -> None:
-        self._score_started = None
-        self.query_one("#scoring", Static).update("")
-        rec = msg.record
-        if rec is None:
-            self.notify("Scoring cancelled; recorded as cancelled.")
-        elif self.session.hidden:
+    def _score_recorded(self, event: ScoreRecorded) -> None:
+        self._show_history(event.history, event.counting)
+        self._scoring_ended()
+        rec = event.record
+        if self.session.hidden:
             self.notify(f"Scoring {rec.attempt} recorded (scores are hidden in this environment).")
         elif rec.valid:
             self.notify(f"Score {rec.attempt}: {_fmt(rec.score)} (normalized {fmt_normalized(rec.normalized)})"
-                        + self._rescore_note(rec))
+                        + _rescore_note(event.history, rec))
         else:
             self.notify(f"Score {rec.attempt}: NaN — {rec.message}", severity="error", timeout=15)
-
-    def _rescore_note(self, rec) -> str:
-        """For a re-score of unchanged files: which attempt it joined, and that attempt's median."""
-        s = self.session
-        pos = rec.attempt - 1
-        for a in s.attempts():
-            if pos in a.indexes and len(a.indexes) > 1:
-                return (f"; files unchanged: re-score of attempt {a.number}, which counts with the median of its "
-                        f"{a.n} valid scorings, {_fmt(a.median)}")
-        return ""
-
-    @on(ScoreFailed)
-    def _on_score_failed(self, msg: ScoreFailed) -> None:
-        self._score_started = None
-        self.query_one("#scoring", Static).update("")
-        self.notify(msg.error, severity="error", timeout=30)
 
     def action_cancel_score(self) -> None:
         if self._score_started is None:
@@ -314,25 +309,19 @@ class RebenchApp(App[None]):
         s = self.session
         if s.finished:
             return
-        if s.wclock.running:
-            s.pause()
-            self.notify("Clock paused. Press p to resume.")
-        else:
-            s.resume()
-            self.notify("Clock running.")
+        self._command(s.pause if s.wclock.running else s.resume)
 
     def action_note(self) -> None:
         def done(text: str | None) -> None:
             if text and text.strip():
-                self.session.note(text)
+                self._command(self.session.note, text)
 
         self.push_screen(NoteScreen(), done)
 
-    def action_shell(self) -> None:
-        argv, env, cwd = self.session.sandbox.shell_command()
+    async def action_shell(self) -> None:
         s = self.session
-        s.audit.append({"type": "log", "content": [f"shell opened: {' '.join(argv)}", {"event": "shell_open", "argv": argv}],
-                        "attributes": {"title": "shell"}})
+        argv, env, cwd = s.sandbox.shell_command()
+        await self._command(s.ending.shell_opened, argv).wait()
         try:
             with self.suspend():
                 print(f"\n[rebench-tui] shell in {s.env.id} ({'container' if s.sandbox.isolated else 'NOT ISOLATED, this machine'}). "
@@ -341,28 +330,27 @@ class RebenchApp(App[None]):
         except Exception as exc:  # noqa: BLE001 - SuspendNotSupported, missing docker CLI, ...
             self.notify(f"Cannot open a shell here: {exc}. Run instead: {' '.join(argv)}", severity="error", timeout=20)
             rc = None
-        if s.watcher is not None:
-            s.watcher.flush(timeout=1.0)  # changes made in the shell are recorded before it is marked closed
-        s.audit.append({"type": "log", "content": [f"shell closed (exit {rc})", {"event": "shell_close", "exit": rc}],
-                        "attributes": {"title": "shell"}})
-        self._collect_commands()  # what was typed in it, recorded now rather than at the next poll
+        self._command(self._shell_closed, rc)
         self.refresh()
+
+    def _shell_closed(self, rc: int | None) -> None:
+        s = self.session
+        s.recording.flush(timeout=1.0)  # changes made in the shell are recorded before it is marked closed
+        s.ending.shell_closed(rc)
+        s.collect_commands()  # what was typed in it, recorded now rather than at the next poll
 
     def action_submit(self) -> None:
         s = self.session
         if s.finished:
             self.notify("This session is already finished.")
             return
-        if s.scoring or self._score_started is not None:
+        if self._score_started is not None:
             self.notify("Wait for the running scoring to finish (or cancel it with c), then submit.", severity="warning")
             return
 
         def done(value: str | None) -> None:
-            if value is None:
-                return
-            self._finishing = True
-            self._begin_scoring()
-            self._finish_worker(value)
+            if value is not None:
+                self._take_final(value)
 
         self.push_screen(SubmitScreen(), done)
 
@@ -374,23 +362,15 @@ class RebenchApp(App[None]):
     def _compare_worker(self) -> None:
         """This environment's human sessions (this one included) and any agent runs in
         ``agent_runs`` ($REBENCH_AGENT_RUNS), computed off the screen's thread, then shown."""
-        from ..catalog import Catalog
-        from ..compare.analysis import compare
-        from ..compare.command import gather
-        from ..compare.runs import EnvResolver
+        from ..compare.command import compare_beside_session
+        from .screens.compare import CompareScreen
 
         s = self.session
-        agents = self.agent_runs
-        resolver = EnvResolver(Catalog(root=s.env.path.parent, environments={s.env.id: s.env}), profile=s.meta.profile)
         try:
-            got = gather([agents] if agents else [], resolver, sessions_dir=s.folder.parent,
-                         humans_dirs=[s.folder.parent] if agents else [], envs=[s.env.id])
-            comparison = compare(got.runs, n_boot=200)
+            comparison = compare_beside_session(s.folder, s.env, s.meta.profile, self.agent_runs)
         except RebenchError as exc:
             self.call_from_thread(self.notify, f"Nothing to compare: {exc.what}", severity="warning")
             return
-        from .screens.compare import CompareScreen
-
         self.call_from_thread(self.push_screen, CompareScreen(comparison))
 
     def action_help(self) -> None:
@@ -427,9 +407,27 @@ class RebenchApp(App[None]):
         self.session.close(pause_clock=self.closed_with != "keep")
 
 
-def _failure_text(exc: BaseException) -> str:
-    """A worker's failure as the participant reads it: our errors say what was kept and what to do."""
+def _rescore_note(history: tuple[ScoreRecord, ...], rec: ScoreRecord) -> str:
+    """For a re-score of unchanged files: which attempt it joined, and that attempt's median."""
+    pos = rec.attempt - 1
+    for a in group_attempts([r.score for r in history], [r.fingerprint for r in history]):
+        if pos in a.indexes and len(a.indexes) > 1:
+            return (f"; files unchanged: re-score of attempt {a.number}, which counts with the median of its "
+                    f"{a.n} valid scorings, {_fmt(a.median)}")
+    return ""
+
+
+COMMAND_WORDS = {"score": "scoring", "submit": "the submission", "finish_at_time_limit": "the final scoring",
+                 "pause": "pausing the clock", "resume": "resuming the clock", "note": "saving the note",
+                 "tick": "recording the time warning", "shell_opened": "recording the shell",
+                 "_shell_closed": "recording the shell", "_start_recording": "starting the recorders"}
+
+
+def _failure_text(exc: BaseException, command: str = "score") -> str:
+    """A command's failure as the participant reads it: our errors say what was kept and what to do."""
     if isinstance(exc, RebenchError):
         return str(exc)
-    return (f"scoring failed: {type(exc).__name__}: {exc}\nKept: every record written before it"
-            "\nNext: fix the cause (a full disk?), then score again")
+    what = COMMAND_WORDS.get(command, command)
+    again = "score again" if command == "score" else "try again"
+    return (f"{what} failed: {type(exc).__name__}: {exc}\nKept: every record written before it"
+            f"\nNext: fix the cause (a full disk?), then {again}")

@@ -82,7 +82,7 @@ async def test_a_failure_outside_our_errors_leaves_a_usable_screen(session_for, 
     import errno
 
     s = session_for()
-    real = s._attempt_info
+    real = s.scorer.attempt_info
     calls = []
 
     def full_disk_once():
@@ -91,7 +91,7 @@ async def test_a_failure_outside_our_errors_leaves_a_usable_screen(session_for, 
             raise OSError(errno.ENOSPC, "No space left on device")
         return real()
 
-    monkeypatch.setattr(s, "_attempt_info", full_disk_once)
+    monkeypatch.setattr(s.scorer, "attempt_info", full_disk_once)
     app = RebenchApp(s, watch_files=False)
     notes = []
     async with app.run_test(size=SIZE) as pilot:
@@ -402,3 +402,30 @@ async def test_the_screen_says_where_the_session_is_not_in_the_papers_setting(en
     async with app.run_test(size=SIZE):
         line = app.query_one("#setting")
         assert "states no paper setting" in str(line.render()) and not line.has_class("differs")
+
+
+async def test_a_score_reaches_the_screen_by_one_message_that_carries_it(session_for):
+    """One message per result: the screen hears a scoring once, as a ``ScoreRecorded`` event that
+    brings the history and the counting score with it; "scoring…" ends with that same message."""
+    from textual.message import Message
+
+    from rebench_tui.session.events import ScoreRecorded
+    from rebench_tui.tui import messages
+    from rebench_tui.tui.messages import SessionUpdate
+
+    assert [n for n, v in vars(messages).items()
+            if isinstance(v, type) and issubclass(v, Message) and v is not Message] == ["SessionUpdate"]
+    s = session_for()
+    app = RebenchApp(s, watch_files=False)
+    heard = []
+    async with app.run_test(size=SIZE) as pilot:
+        real = app.post_message
+        app.post_message = lambda m: (heard.append(m), real(m))[1]
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        scores = [m.event for m in heard if isinstance(m, SessionUpdate) and isinstance(m.event, ScoreRecorded)]
+        assert len(scores) == 1 and scores[0].record.score == 10 and len(scores[0].history) == 1
+        assert scores[0].counting is not None and scores[0].counting.score == 10
+        assert app.query_one(ScoreTable).row_count == 1
+        assert str(app.query_one("#scoring").render()) == ""  # "scoring…" ends with the same message

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from rebench_tui.catalog import load_catalog
 from rebench_tui.errors import RebenchError
+from rebench_tui.session.events import RecordingTrouble
 from rebench_tui.runtime.safe_tar import extract_safely
 from rebench_tui.scoring import parse_scorer_output
 from rebench_tui.session.reindex import open_store
@@ -489,7 +490,7 @@ def test_full_disk_during_session_json_save_keeps_the_old_file(small_disk, fake_
         filler = _fill(small_disk)
         s.meta.metadata["big"] = "y" * 50000
         with pytest.raises(RebenchError) as exc:
-            s._save()
+            s.core.save()
         assert "could not be written" in str(exc.value) and exc.value.kept
         assert (s.folder / "session.json").read_text() == old
         assert not list(s.folder.glob(".session.*"))  # no half temp file left
@@ -527,7 +528,7 @@ def test_read_only_session_folder(small_disk, fake_clock):
 def test_watcher_survives_a_full_disk(small_disk, fake_clock):
     s = _session_on(small_disk, fake_clock)
     errors = []
-    s.subscribe(lambda ev: errors.append(ev) if ev.kind == "error" else None)
+    s.subscribe(lambda ev: errors.append(ev) if isinstance(ev, RecordingTrouble) else None)
     try:
         s.start_watching(interval=0.05)
         filler = _fill(small_disk)

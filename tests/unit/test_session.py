@@ -10,6 +10,7 @@ from rebench_tui.clock import FakeClock
 from rebench_tui.errors import SessionError
 from rebench_tui.runtime.local import LocalRuntime
 from rebench_tui.session import Session, SessionMeta
+from rebench_tui.session.events import ScoreRecorded, SessionFinished
 from rebench_tui.session.session import ScoringBusy
 from rebench_tui.trajectory.audit import read_entries, validate_file
 from tests.conftest import FIXTURE_ENVS
@@ -48,7 +49,7 @@ def test_create_lays_out_the_folder_and_records_the_start(make_session, toy):
 def test_scores_are_recorded_everywhere_before_they_are_returned(make_session, fake_clock):
     s = make_session()
     heard = []
-    s.subscribe(lambda ev: heard.append(ev.kind))
+    s.subscribe(heard.append)
     fake_clock.advance(600)
     r1 = s.score()
     assert r1.score == 10 and r1.normalized == 0 and r1.working_s == pytest.approx(600)
@@ -60,7 +61,7 @@ def test_scores_are_recorded_everywhere_before_they_are_returned(make_session, f
     r3 = s.score()
     assert math.isnan(r3.score) and "not a number" in r3.message["error"]
     assert s.final().representative == 2 and s.final().n == 1  # three attempts; the second counts
-    assert heard.count("score") == 3
+    assert sum(isinstance(ev, ScoreRecorded) for ev in heard) == 3
     rows = [r for r in read_entries(s.folder / "audit.jsonl") if r["content"]["type"] == "intermediateScore"]
     assert [r["content"]["score"] for r in rows] == [10.0, 4.0, "NaN"]
     assert rows[1]["usageTotalSeconds"] == 1200
@@ -185,7 +186,7 @@ def test_second_app_on_the_same_session_is_refused(make_session, toy, fake_clock
 def test_warnings_then_time_limit_takes_the_final_score(make_session, fake_clock):
     s = make_session(time_limit_s=3 * 3600)
     heard = []
-    s.subscribe(lambda ev: heard.append((ev.kind, ev.data)))
+    s.subscribe(heard.append)
     fake_clock.advance(3600 + 1)
     assert s.tick() == [7200]
     assert s.tick() == []
@@ -198,7 +199,7 @@ def test_warnings_then_time_limit_takes_the_final_score(make_session, fake_clock
     rec = s.finish_at_time_limit()
     assert rec.score == 3 and rec.working_s == pytest.approx(3 * 3600)
     assert s.finished and s.meta.final_score == 3 and s.meta.finish_reason == "time_limit"
-    assert ("finished", "time_limit") in heard
+    assert any(isinstance(ev, SessionFinished) and ev.reason == "time_limit" for ev in heard)
     with pytest.raises(SessionError):
         s.score()
     assert types(s)[-1] == "log"
@@ -345,7 +346,7 @@ def test_without_a_recorder_state_a_remote_home_is_scanned_there(make_session):
     s.sandbox.remote = True
     s.sandbox.watch_files = lambda ignore, interval=0.5: Stream()
     try:
-        info = s._attempt_info()
+        info = s.scorer.attempt_info()
     finally:
         s.sandbox.remote = False
     assert info == {"fingerprint": fingerprint(scan(s.workspace, s.ignore))[0], "n_files": 2, "source": "remote scan"}
@@ -356,7 +357,7 @@ def test_without_a_recorder_state_a_remote_home_is_scanned_there(make_session):
 
     s.sandbox.remote, s.sandbox.watch_files = True, broken
     try:
-        info = s._attempt_info()
+        info = s.scorer.attempt_info()
     finally:
         s.sandbox.remote = False
     assert info["fingerprint"] is None and info["source"] == "unavailable" and "engine unreachable" in info["error"]
@@ -391,5 +392,36 @@ def test_rebench_tui_score_after_the_deadline_is_refused(make_session, monkeypat
     monkeypatch.setenv("REBENCH_ENVIRONMENTS_DIR", str(FIXTURE_ENVS))
     r = CliRunner().invoke(main, ["score", s.id, "--sessions-dir", str(s.folder.parent)])
     assert r.exit_code != 0
-    assert "working time of 0:10:00 is up" in r.output and "rebench-tui resume" in r.output
+    assert "working time of 0:10:00 is up" in r.output and "rebench-tui finish" in r.output
     assert "intermediateScore" not in types(s)
+    # ...and the fix it names works without the screen: the final scoring runs, then the finish.
+    r = CliRunner().invoke(main, ["finish", s.id, "--sessions-dir", str(s.folder.parent)])
+    assert r.exit_code == 0, r.output
+    assert "finished (time_limit) after final scoring 1; final score 2" in r.output
+    meta = SessionMeta.load(s.folder / "session.json")
+    assert meta.status == "finished" and meta.finish_reason == "time_limit" and meta.final_score == 2
+    assert types(s).count("intermediateScore") == 1
+    r = CliRunner().invoke(main, ["finish", s.id, "--sessions-dir", str(s.folder.parent)])
+    assert r.exit_code == 0 and "already finished" in r.output
+
+
+@pytest.mark.parametrize("how", ["submit", "time_limit"])
+def test_a_final_scoring_that_fails_still_finishes_the_session(make_session, fake_clock, monkeypatch, how):
+    """Finishing is the core's rule, not the screen's: the last scoring failing (here a full disk while
+    fingerprinting the files) still leaves a finished session, and the error reaches the caller."""
+    import errno
+
+    s = make_session(time_limit_s=600)
+
+    def full_disk():
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(s.scorer, "attempt_info", full_disk)
+    if how == "time_limit":
+        fake_clock.advance(601)
+    with pytest.raises(OSError):
+        s.submit("my answer") if how == "submit" else s.finish_at_time_limit()
+    assert s.finished and s.meta.finish_reason == ("submitted" if how == "submit" else "time_limit")
+    assert types(s)[-1] == "log" and "session_finished" in str(read_entries(s.folder / "audit.jsonl")[-1])
+    assert not s.scoring  # nothing left marked as running
+    s.close(pause_clock=None)

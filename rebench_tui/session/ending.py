@@ -1,0 +1,125 @@
+"""Notes, the shell's open/close rows, the submission and the finish: how a session ends, and
+what its last row says (the final score, and the hashes ``verify`` rechecks)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+from ..errors import SessionError
+from ..hashing import sha256_file
+from ..scoring import json_score
+from ..trajectory.entries import log
+from ..trajectory.records import CountingScore, ScoreRecord
+from .core import SessionCore
+from .events import NoteSaved, SessionFinished
+from .files import scan
+from .layout import SCORE_LOG, WORKSPACE
+from .scorer import Scorer, ScoringBusy
+from .timekeeping import Timekeeping
+
+
+class Ending:
+    def __init__(self, core: SessionCore, scorer: Scorer, time: Timekeeping) -> None:
+        self.core = core
+        self.scorer = scorer
+        self.time = time
+
+    def note(self, text: str) -> None:
+        text = text.strip()
+        if not text:
+            return
+        self.core.audit.append(log(text, {"event": "note", "note": text}, title="note"))
+        self.core.emit(NoteSaved(text))
+
+    def shell_opened(self, argv: list[str]) -> None:
+        self.core.audit.append(log(f"shell opened: {' '.join(argv)}", {"event": "shell_open", "argv": argv}, title="shell"))
+
+    def shell_closed(self, exit_code: int | None) -> None:
+        self.core.audit.append(log(f"shell closed (exit {exit_code})", {"event": "shell_close", "exit": exit_code},
+                                   title="shell"))
+
+    def app_closed_running(self) -> None:
+        self.core.audit.append(log("app closed; the clock keeps running (the participant chose so)",
+                                   {"event": "app_closed", "clock_running": True}, title="session"))
+
+    def submit(self, value: str = "") -> ScoreRecord | None:
+        """Final submission: one last scoring, the submission row, then the session is finished
+        (also when that scoring fails: the error is raised after the finish is recorded)."""
+        c = self.core
+        if c.finished:
+            raise SessionError("this session is already finished", kept="all records")
+        if self.scorer.running:
+            raise ScoringBusy("a scoring is running", fix="wait for it to finish (or cancel it), then submit")
+        try:
+            return self.scorer.score(final=True)
+        finally:
+            c.audit.append({"type": "submission", "value": value})
+            with c.meta_lock:
+                c.meta.submission = value
+            self.finish("submitted")
+
+    def finish_at_time_limit(self) -> ScoreRecord | None:
+        """At zero: take the final score on the work as it stands, then finish (also when that
+        scoring fails: the error is raised after the finish is recorded)."""
+        try:
+            if self.core.sandbox.is_running():
+                while self.scorer.running:  # a scoring already under way counts; wait for it
+                    time.sleep(0.1)
+                return self.scorer.score(final=True)
+            return None
+        finally:
+            self.finish("time_limit")
+
+    def finish(self, reason: str) -> None:
+        c = self.core
+        if c.finished:
+            return
+        with c.meta_lock:
+            self.time.stop()
+            best = c.final()
+            c.meta.status = "finished"
+            c.meta.finish_reason = reason
+            c.meta.completed_at = int(c.clock.time() * 1000)
+            c.meta.final_score = None if best is None else best.score
+            c.meta.final_attempt = None if best is None else best.representative
+            c.meta.final_scorings = [] if best is None else list(best.scorings)
+            c.save()
+        sync_note = self._sync_remote_home()
+        # What the record ends with: the score log and the workspace, by hash (`verify` rechecks them).
+        files = {SCORE_LOG: sha256_file(c.folder / SCORE_LOG)}
+        files.update({f"{WORKSPACE}/{rel}": d["sha256"] for rel, d in scan(c.workspace, c.ignore).items() if d["sha256"]})
+        c.audit.append(log(
+            f"session finished ({reason}); final score "
+            + (f"{best.score:.4g} ({counting_words(best)}, rule {c.aggregation.value})" if best else "none (no valid scoring)"),
+            {"event": "session_finished", "reason": reason, "final_score": json_score(best.score) if best else None,
+             "final_attempt": best.representative if best else None,
+             "final_scorings": list(best.scorings) if best else [], "working_s": c.wclock.used(), "files": files,
+             **({"files_note": sync_note} if sync_note else {})},
+            title="session",
+        ))
+        c.index()
+        c.emit(SessionFinished(reason, best))
+
+    def _sync_remote_home(self) -> str | None:
+        """A remote home is copied here first, so the session folder holds the work it records."""
+        c = self.core
+        if not c.sandbox.remote:
+            return None
+        try:
+            fresh = c.state / "home-sync"
+            shutil.rmtree(fresh, ignore_errors=True)
+            skipped = c.sandbox.sync_home(fresh, c.ignore)
+            shutil.rmtree(c.workspace, ignore_errors=True)
+            fresh.rename(c.workspace)
+        except Exception as exc:  # noqa: BLE001 - the finish is recorded all the same, with what is here
+            return f"the home could not be copied from {c.sandbox.host} ({exc}); hashes are of the local copy"
+        if skipped:
+            return f"{len(skipped)} entr(ies) of the remote home not copied as unsafe: " + "; ".join(skipped[:20])
+        return None
+
+
+def counting_words(c: CountingScore) -> str:
+    if c.n == 1:
+        return f"scoring {c.representative}"
+    return f"median of {c.n} scorings of unchanged files ({', '.join(map(str, c.scorings))}), range {c.low:.4g} to {c.high:.4g}"

@@ -1,0 +1,262 @@
+"""Scoring: the rules on when a scoring may run, then flush, exec, parse and record.
+
+The scorer runs in the sandbox as another user, in its own process, with its own result
+channel (``runtime.supervise``); this side only reads what that channel held, redacts secrets,
+adds the scorer's identity and writes the row into the time reserved at the key press.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from secrets import token_hex
+from typing import Any, Callable
+
+from ..clock import format_hms
+from ..errors import RebenchError, SessionError
+from ..runtime.base import ExecResult
+from ..scoring import ATTEMPT_KEY, ScoreResult, json_score, parse_scorer_output
+from ..trajectory import score_log
+from ..trajectory.audit import AuditWriteError
+from ..trajectory.entries import log
+from ..trajectory.records import ScoreRecord
+from .core import SessionCore
+from .events import ScoreRecorded, ScoringCancelled
+from .files import fingerprint, scan
+from .layout import SCORE_LOG
+from .recording import Recording
+from .scoring_marker import ScoringMarker
+
+FLUSH_BEFORE_SCORING_S = 60.0  # the longest a scoring waits for the files it scores to be recorded
+Reservation = tuple[int, float | None]
+
+
+class ScoringBusy(SessionError):
+    pass
+
+
+class Scorer:
+    def __init__(self, core: SessionCore, recording: Recording) -> None:
+        self.core = core
+        self.recording = recording
+        self._lock = threading.Lock()
+        self._score_log_backlog: list[tuple[float, float, dict[str, Any], dict[str, Any]]] = []
+
+    @property
+    def running(self) -> bool:
+        return self._lock.locked()
+
+    def score(self, *, cancel: threading.Event | None = None, on_output: Callable[[str, bytes], None] | None = None,
+              final: bool = False) -> ScoreRecord | None:
+        """Run the protected scorer once; returns the record, or None if cancelled. Blocking."""
+        if not self._lock.acquire(blocking=False):
+            raise ScoringBusy("a scoring is already running", fix="wait for it to finish, or cancel it")
+        try:
+            self._check_allowed(final)
+            self._prepare()
+            attempt = self.attempt_info()  # which files this scoring scores: re-scores of them share it
+            reservation = self.core.audit.reserve()
+            result = self._run(reservation, attempt, final, cancel, on_output)
+            return self._outcome(reservation, result, attempt, final)
+        finally:
+            self._lock.release()
+
+    def _check_allowed(self, final: bool) -> None:
+        c = self.core
+        if c.finished and not final:
+            raise SessionError("this session is finished; scoring is closed", kept="all records")
+        if c.wclock.expired and not final:
+            # The limit holds for every caller (screen, `rebench-tui score`, a script): after zero only the
+            # final scoring runs, on the files as they stand. The refused attempt is in the record.
+            c.audit.append(log("scoring refused: the working time is up", {"event": "score_refused",
+                               "reason": "time_limit", "used_s": c.wclock.used()}, title="score"))
+            raise SessionError(f"the working time of {format_hms(c.wclock.limit_s)} is up: only the final "
+                               "scoring runs now", kept="every record and your files as they are",
+                               fix=f"open the session (`rebench-tui resume {c.meta.id}`) or run `rebench-tui finish "
+                                   f"{c.meta.id}`: either takes the final score and finishes")
+        if not self.recording.link_up:
+            raise SessionError(f"the link to the engine at {c.sandbox.host} is down: scoring waits for it",
+                               kept="every record (nothing was lost; the container keeps running)",
+                               fix="score again once the status line says the link is back")
+
+    def _prepare(self) -> None:
+        # File changes made before the key press are recorded before it, by events and a rescan (some
+        # events may have been lost): what is scored is in the record.
+        self.recording.flush(timeout=FLUSH_BEFORE_SCORING_S, rescan=True)
+        if self._score_log_backlog:
+            self.core.audit.flush()  # a full disk held rows back: they go first, or this scoring waits
+            self.flush_score_log()
+
+    def _run(self, reservation: Reservation, attempt: dict[str, Any], final: bool, cancel: threading.Event | None,
+             on_output: Callable[[str, bytes], None] | None) -> ExecResult:
+        c = self.core
+        sandbox, manifest = c.sandbox, c.env.manifest
+        argv = [sandbox.python, f"{sandbox.protected}/{manifest.score.scorer}"]
+        marker = ScoringMarker(token_hex(16), reservation[0], reservation[1], final, attempt, c.profile.score_timeout)
+        try:
+            marker.save(c.marker_path)  # on disk before the scorer starts: a crash from here on is settled on resume
+            # Links into the protected area are looked for in the scorer's own exec, before and after it.
+            return sandbox.exec(argv, user=manifest.score.user, timeout=c.profile.score_timeout, cancel=cancel,
+                                on_output=on_output, workdir=sandbox.home, guard_links=self._guard_links,
+                                token=marker.token)
+        except Exception as exc:  # noqa: BLE001 - recorded, then raised as a readable error
+            c.audit.fill(reservation, {"type": "error", "from": "server", "detail": f"scoring could not run: {exc}",
+                                       "trace": None, "extra": None})
+            ScoringMarker.clear(c.marker_path)
+            raise RebenchError(f"scoring could not run: {exc}", kept="every earlier record",
+                               fix="check the container (`rebench-tui doctor`), then score again") from exc
+
+    def _outcome(self, reservation: Reservation, result: ExecResult, attempt: dict[str, Any],
+                 final: bool) -> ScoreRecord | None:
+        c = self.core
+        if result.refused_links:
+            links = result.refused_links
+            self.fill_refused(reservation, links)
+            names = ", ".join(link for link, _target in links[:5])
+            raise SessionError(f"scoring refused: {len(links)} symbolic link(s) in your files lead where the scorer's "
+                               f"held-out data is ({names}); the scorer runs as root and would follow them",
+                               kept="every record; the scorer did not run",
+                               fix="replace those links with ordinary files (copy what you need), then score again")
+        if result.cancelled:
+            c.audit.fill(reservation, log("scoring cancelled by the participant",
+                                          {"event": "score_cancelled", "duration_s": result.duration_s}, title="score"))
+            ScoringMarker.clear(c.marker_path)
+            c.emit(ScoringCancelled(result.duration_s))
+            return None
+        parsed = self.parsed(result)
+        details = {**parsed.details, "duration_s": round(result.duration_s, 3), "final": final, ATTEMPT_KEY: attempt}
+        if result.timed_out:
+            details["timeout_s"] = c.profile.score_timeout
+        return self.record(reservation, parsed, details, result.duration_s, attempt, final)
+
+    def fill_refused(self, reservation: Reservation, links: list[list[str]]) -> None:
+        names = ", ".join(link for link, _target in links[:5])
+        self.core.audit.fill(reservation, log(f"scoring refused: {len(links)} link(s) in the workspace lead into the "
+                                              f"protected area: {names}", {"event": "score_refused", "links": links},
+                                              title="score"))
+        ScoringMarker.clear(self.core.marker_path)
+
+    def parsed(self, result: ExecResult) -> ScoreResult:
+        """The scorer's result as recorded: from its result channel (``parse_scorer_output``),
+        secrets redacted, the scorer's identity added, withheld if links into the protected area
+        appeared while it ran."""
+        parsed = self._redacted(parse_scorer_output(result.result, result.stdout, result.stderr, result.exit_code,
+                                                     timed_out=result.timed_out))
+        parsed = self._with_scorer_identity(parsed)
+        late = result.late_links
+        if late:  # made while the scorer ran: what it printed may hold what they point at; none of it is kept
+            parsed = ScoreResult(math.nan, {"error": "links into the protected area appeared during scoring; the result "
+                                                     "is withheld: " + ", ".join(link for link, _t in late[:5])},
+                                 {"withheld": True, "links": late, "exit_code": result.exit_code})
+        return parsed
+
+    def record(self, reservation: Reservation, parsed: ScoreResult, details: dict[str, Any], duration_s: float,
+               attempt: dict[str, Any], final: bool) -> ScoreRecord:
+        """Write a scoring's row into its reservation, then the score log, the history and the index."""
+        c = self.core
+        record = ScoreRecord(len(c.history) + 1, reservation[0], (reservation[1] or 0.0), parsed.score,
+                             c.normalize(parsed.score), parsed.message, details, duration_s,
+                             fingerprint=attempt.get("fingerprint"), n_files=attempt.get("n_files"))
+        log_row = (reservation[0] / 1000, parsed.score, parsed.message, details)
+        try:
+            c.audit.fill(reservation, {"type": "intermediateScore", "score": json_score(parsed.score),
+                                       "message": parsed.message, "details": details})
+        except AuditWriteError:
+            # The row waits in the log's queue and is written by the next successful write; its
+            # score-log row waits here, so the two logs keep agreeing.
+            c.history.append(record)
+            self._score_log_backlog.append(log_row)
+            raise  # the marker stays: if the row never reaches the disk, the next resume settles the scoring
+        ScoringMarker.clear(c.marker_path)
+        self._score_log_backlog.append(log_row)
+        self.flush_score_log()
+        c.history.append(record)
+        if c.store is not None:
+            c.store.add_score(c.meta.id, record.attempt, record.called_at_ms, record.working_s, record.score,
+                              record.normalized, record.message, fingerprint=record.fingerprint)
+            c.index()
+        c.emit(ScoreRecorded(record, final, tuple(c.history), c.final()))
+        return record
+
+    def flush_score_log(self) -> None:
+        """Write score-log rows still waiting (a full disk held them back), oldest first."""
+        while self._score_log_backlog:
+            score_log.append(self.core.folder / SCORE_LOG, *self._score_log_backlog[0])
+            self._score_log_backlog.pop(0)
+
+    def flush_backlog(self) -> None:
+        """On closing: rows a full disk held back get one more chance."""
+        if self._score_log_backlog:
+            self.core.audit.flush()
+            self.flush_score_log()
+
+    def attempt_info(self) -> dict[str, Any]:
+        """The attempt fingerprint of the files about to be scored (``files.fingerprint``: every
+        file of the home the recorder tracks), as ``{"fingerprint", "n_files", "source"}``.
+
+        ``source`` says where the file state came from:
+
+        - ``file recorder``: the session's recorder, as it knows the files after the flush that
+          precedes every scoring (the watcher in this process, its child process, or the feed
+          from a remote engine's poller): no file is read again;
+        - ``workspace scan``: no recorder with a state (a headless ``rebench-tui score``, or a
+          recorder that does not answer): the workspace folder, which is the home, hashed here;
+        - ``remote scan``: no recorder on a remote engine: one scan of the home by the engine's
+          file poller, there;
+        - ``unavailable`` (with ``error``): none of these worked; ``fingerprint`` is null and the
+          scoring is then an attempt of its own. A scoring is never refused for want of one.
+        """
+        c, watcher = self.core, self.recording.watcher
+        got: tuple[str, int] | None = None
+        source = "file recorder"
+        try:
+            if watcher is not None:
+                got = watcher.state_fingerprint(timeout=10.0)
+            if got is None:
+                if not c.sandbox.remote:
+                    source = "workspace scan"
+                    got = fingerprint(scan(c.workspace, c.ignore))
+                elif watcher is None:
+                    source = "remote scan"
+                    got = fingerprint(self._remote_scan())
+                else:  # a second poller would end the feed's own (one per container): not opened
+                    return {"fingerprint": None, "n_files": None, "source": "unavailable",
+                            "error": "the remote file feed has not scanned the home yet"}
+        except Exception as exc:  # noqa: BLE001 - the scoring goes ahead; this one is an attempt of its own
+            return {"fingerprint": None, "n_files": None, "source": "unavailable", "error": f"{source}: {exc}"[:500]}
+        return {"fingerprint": got[0], "n_files": got[1], "source": source}
+
+    def _remote_scan(self) -> dict[str, dict[str, Any]]:
+        """The remote home's files as the engine's poller describes them in its first (full) scan."""
+        stream = self.core.sandbox.watch_files(self.core.ignore)
+        try:
+            for msg in stream:
+                if msg.get("full"):
+                    return {rel: {k: v for k, v in d.items() if k != "text"} for rel, d in msg.get("files", {}).items()}
+            raise RebenchError("the file poller's stream ended before its first scan")
+        finally:
+            stream.close()
+
+    def _with_scorer_identity(self, parsed: ScoreResult) -> ScoreResult:
+        """Record which scorer produced the result: the digest it reported over its own files, and
+        whether that is the digest of this environment's protected folder as catalogued here."""
+        expected = self.core.env.scorer_sha256
+        reported = parsed.details.get("scorer_sha256")
+        details = {**parsed.details, "scorer_sha256": reported, "scorer_sha256_expected": expected,
+                   "scorer_matches_catalog": reported == expected}
+        return ScoreResult(parsed.score, parsed.message, details)
+
+    @property
+    def _guard_links(self) -> bool:
+        """Whether scoring looks for links into what only the scorer may read (isolated sandboxes)."""
+        sandbox = self.core.sandbox
+        return bool(sandbox.isolated and sandbox.forbidden_link_targets)
+
+    def _redacted(self, r: ScoreResult) -> ScoreResult:
+        """A scorer that prints a secret (a service's key in a traceback) must not put it in the record."""
+        redactor = self.core.redactor
+        if not redactor:
+            return r
+        return ScoreResult(r.score, json.loads(redactor.text(json.dumps(r.message))),
+                           json.loads(redactor.text(json.dumps(r.details))))
