@@ -114,7 +114,10 @@ def sessions_use_audit(which: str):
     """Sessions created inside the block write their audit log with that writer."""
     import inspect
 
-    import rebench_tui.session.session as session_mod
+    try:  # where the session makes its audit log: session/core.py since the session was split into services
+        import rebench_tui.session.core as session_mod
+    except ImportError:  # an older tree measured as "before"
+        import rebench_tui.session.session as session_mod  # type: ignore[no-redef]
 
     cls = audit_class(which)
     accepted = set(inspect.signature(cls).parameters)
