@@ -16,7 +16,9 @@ Every secret is drawn here, at prepare time, from the operating system's random 
 (smoke) the synthetic corpus and its models. They are written only under protected/.
 
 Modes: fetch (Hugging Face hub gpt2-xl and gpt2, OpenWebText via `datasets`, tokenized with
-tiktoken's GPT-2 encoding), from (the same from local files: SOURCE/gpt2-xl/ and SOURCE/gpt2/
+tiktoken's GPT-2 encoding: as in the paper, the whole train split, about 8 million documents and
+9 billion tokens (18 GB), less the first 10,000 documents, which are held out; resumable, with
+progress; hours of CPU; REBENCH_OWT_TRAIN_DOCS=N takes N documents instead), from (the same from local files: SOURCE/gpt2-xl/ and SOURCE/gpt2/
 each with config.json and model.safetensors or pytorch_model.bin, plus SOURCE/train.bin and
 SOURCE/val.bin or SOURCE/openwebtext/*.txt|*.jsonl), synthetic (smoke: a structured synthetic
 corpus and two tiny models trained on it here; gpu: full-size shapes with random weights).
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import secrets
 import sys
 import time
@@ -44,8 +47,13 @@ LARGE_GPU = GPTConfig(vocab_size=50257, block_size=1024, n_layer=48, n_head=25, 
 SMALL_GPU = GPTConfig(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768)  # GPT-2 small shape
 LARGE_SMOKE = GPTConfig(vocab_size=256, block_size=64, n_layer=2, n_head=2, n_embd=64)
 SMALL_SMOKE = GPTConfig(vocab_size=256, block_size=64, n_layer=1, n_head=2, n_embd=32)
-OWT_TRAIN_DOCS = int(os.environ.get("REBENCH_OWT_TRAIN_DOCS", "200000"))
+# The paper's participant gets OpenWebText's train split whole, and the model is scored on an IID held-out
+# split: by default the first OWT_VAL_DOCS documents are held out and every later one trains. A number in
+# REBENCH_OWT_TRAIN_DOCS keeps the former, smaller layout (that many documents train, the next ones are held out).
+_TRAIN_DOCS = os.environ.get("REBENCH_OWT_TRAIN_DOCS", "all").strip().lower()
+OWT_TRAIN_DOCS: int | None = None if _TRAIN_DOCS == "all" else int(_TRAIN_DOCS)
 OWT_VAL_DOCS = int(os.environ.get("REBENCH_OWT_VAL_DOCS", "10000"))
+OWT_DOCS = 8_013_769  # documents in Skylion007/openwebtext's train split (for progress only)
 
 
 def progress(done: float, total: float, label: str) -> None:
@@ -209,30 +217,43 @@ def fetch_models(work: Path) -> tuple[Path, Path]:
     return folders[0], folders[1]
 
 
-def tokenize_stream(docs, out_path: Path, state_path: Path, n_docs: int, label: str) -> None:
-    """Appends GPT-2 tokens of ``n_docs`` documents to out_path; resumable through state_path."""
+def tokenize_stream(docs, out_path: Path, state_path: Path, n_docs: int | None, label: str,
+                    expected: int | None = None) -> None:
+    """Appends GPT-2 tokens of ``n_docs`` documents (None: every one) to out_path; resumable through
+    state_path (documents and tokens committed so far). ``expected``: the count progress is shown
+    against when n_docs is None."""
     import tiktoken
 
     enc = tiktoken.get_encoding("gpt2")
     state = json.loads(state_path.read_text()) if state_path.is_file() else {"docs": 0, "tokens": 0}
+    total = n_docs or expected or 0
     with open(out_path, "ab") as fh:
         fh.truncate(state["tokens"] * 2)
         buf: list[int] = []
+        seen = 0
+
+        def commit() -> None:
+            nonlocal buf, state
+            np.asarray(buf, dtype=np.uint16).tofile(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+            state = {"docs": seen, "tokens": state["tokens"] + len(buf)}
+            state_path.write_text(json.dumps(state))
+            buf = []
+            progress(seen, max(total, seen), label)
+
         for i, text in enumerate(docs):
+            if n_docs is not None and i >= n_docs:
+                break
+            seen = i + 1
             if i < state["docs"]:
                 continue
-            if i >= n_docs:
-                break
             buf.extend(enc.encode_ordinary(text))
             buf.append(enc.eot_token)
-            if (i + 1) % 1000 == 0 or i + 1 == n_docs:
-                np.asarray(buf, dtype=np.uint16).tofile(fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-                state = {"docs": i + 1, "tokens": state["tokens"] + len(buf)}
-                state_path.write_text(json.dumps(state))
-                buf = []
-                progress(i + 1, n_docs, label)
+            if seen % 1000 == 0:
+                commit()
+        if buf:
+            commit()
 
 
 def fetch_corpus(work: Path) -> tuple[Path, Path]:
@@ -241,13 +262,21 @@ def fetch_corpus(work: Path) -> tuple[Path, Path]:
         import tiktoken  # noqa: F401
     except ImportError:
         fail("fetch needs datasets and tiktoken (pip install datasets tiktoken); on an offline machine use --from DIR")
-    ds = load_dataset("Skylion007/openwebtext", split="train", streaming=True)
-    texts = (row["text"] for row in ds)
+    def texts(skip: int = 0):
+        ds = load_dataset("Skylion007/openwebtext", split="train", streaming=True)
+        return (row["text"] for row in (ds.skip(skip) if skip else ds))
+
+    if OWT_TRAIN_DOCS is None:  # the paper's layout: the first OWT_VAL_DOCS held out, the whole rest trains
+        train, val = work / "train_all.bin", work / "val_first.bin"
+        tokenize_stream(texts(), val, work / "val_first.state.json", OWT_VAL_DOCS, "tokenizing OpenWebText (held out)")
+        tokenize_stream(texts(OWT_VAL_DOCS), train, work / "train_all.state.json", None,
+                        f"tokenizing OpenWebText (train, about {OWT_DOCS - OWT_VAL_DOCS:,} documents)",
+                        expected=OWT_DOCS - OWT_VAL_DOCS)
+        return train, val
     train, val = work / "train.bin", work / "val.bin"
     # The first OWT_TRAIN_DOCS documents train, the next OWT_VAL_DOCS are held out.
-    tokenize_stream(texts, train, work / "train.state.json", OWT_TRAIN_DOCS, "tokenizing OpenWebText (train)")
-    rest = (row["text"] for row in load_dataset("Skylion007/openwebtext", split="train", streaming=True).skip(OWT_TRAIN_DOCS))
-    tokenize_stream(rest, val, work / "val.state.json", OWT_VAL_DOCS, "tokenizing OpenWebText (validation)")
+    tokenize_stream(texts(), train, work / "train.state.json", OWT_TRAIN_DOCS, "tokenizing OpenWebText (train)")
+    tokenize_stream(texts(OWT_TRAIN_DOCS), val, work / "val.state.json", OWT_VAL_DOCS, "tokenizing OpenWebText (validation)")
     return train, val
 
 
@@ -290,10 +319,15 @@ def build_real(mode: str, out: Path, work: Path, source: Path | None) -> dict:
     if large.cfg.vocab_size != small.cfg.vocab_size:
         fail(f"the two models' vocabularies differ: {large.cfg.vocab_size} vs {small.cfg.vocab_size}")
     for src, dest in ((train, out / "workspace" / "train.bin"), (val, out / "protected" / "val.bin")):
-        os.link(src, dest) if src.stat().st_dev == dest.parent.stat().st_dev else dest.write_bytes(src.read_bytes())
+        os.link(src, dest) if src.stat().st_dev == dest.parent.stat().st_dev else shutil.copyfile(src, dest)  # 18 GB: streamed
     secret = draw_secret()
     permute_embedding(large, secret)
-    return finish(out, large, small, {"sources": {"large": str(large_dir), "small": str(small_dir)}}, secret)
+    corpus = {"mode": mode, "train_docs": "all but the held-out ones" if OWT_TRAIN_DOCS is None else OWT_TRAIN_DOCS,
+              "held_out_docs": OWT_VAL_DOCS, "train_tokens": train.stat().st_size // 2, "held_out_tokens": val.stat().st_size // 2}
+    if mode == "fetch" and OWT_TRAIN_DOCS is not None:
+        corpus["differs_from_paper"] = f"REBENCH_OWT_TRAIN_DOCS={OWT_TRAIN_DOCS}: a part of OpenWebText's train split"
+    return finish(out, large, small, {"sources": {"large": str(large_dir), "small": str(small_dir)}, "corpus": corpus},
+                  secret)
 
 
 def finish(out: Path, large: GPT, small: GPT, facts: dict, secret: dict) -> dict:
