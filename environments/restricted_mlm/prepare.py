@@ -39,8 +39,9 @@ Modes
                trained here for a few seconds; gpu: full-size model shapes and a larger corpus,
                the starting model barely trained (for measuring the scorer's speed only).
 
-Sizes: gpu 1e9 training and 5e6 held-out tokens (environment variables RMLM_TRAIN_TOKENS and
-RMLM_VAL_TOKENS change them; RMLM_OWT_DATASET names another hub dataset with a "text" column);
+Sizes: gpu the whole corpus (about 9e9 GPT-2 tokens of OpenWebText, as the paper gives it; hours
+of CPU, resumable, about 36 GB of disk while it runs) less 5e6 held-out tokens (environment variables
+RMLM_TRAIN_TOKENS=N and RMLM_VAL_TOKENS change them; RMLM_OWT_DATASET names another hub dataset with a "text" column);
 smoke 4e6 and 3e5; gpu synthetic 4e7 and 2e6.
 
 Secrets: the validation seed (secret.json), the synthetic val.bin's sampling seed and the
@@ -72,7 +73,10 @@ SEQ_LEN = 128
 # Token counts and start-model training per profile (environment variables override the sizes).
 SIZES = {
     "smoke": {"train": 4_000_000, "val": 300_000},
-    "gpu": {"train": int(os.environ.get("RMLM_TRAIN_TOKENS", 1_000_000_000)),
+    # gpu: the whole corpus trains (the paper gives the participant OpenWebText itself), less the held-out tokens;
+    # RMLM_TRAIN_TOKENS=N takes N training tokens instead (the former default was 1e9).
+    "gpu": {"train": None if os.environ.get("RMLM_TRAIN_TOKENS", "all").strip().lower() == "all"
+            else int(os.environ["RMLM_TRAIN_TOKENS"]),
             "val": int(os.environ.get("RMLM_VAL_TOKENS", 5_000_000))},
 }
 SYNTHETIC_GPU_SIZES = {"train": 40_000_000, "val": 2_000_000}
@@ -88,6 +92,7 @@ START_TRAINING = {
 SEED = 20_250_311  # the public part: the synthetic corpus's model, train.bin and the starting model
 OWT_DATASET = os.environ.get("RMLM_OWT_DATASET", "Skylion007/openwebtext")
 DOCS_PER_CHUNK = 2_000
+OWT_TOKENS_ESTIMATE = 9_000_000_000  # GPT-2 tokens in OpenWebText's train split, about (for progress only)
 
 
 def progress(done: float, total: float, label: str) -> None:
@@ -214,13 +219,16 @@ class SplitWriter:
     document is held out with probability about val / (val + train), until val.bin is full: which
     documents those are depends only on the generator's seed."""
 
-    def __init__(self, val_path: Path, train_path: Path, val: int, train: int,
-                 rng: np.random.Generator | None = None) -> None:
+    def __init__(self, val_path: Path, train_path: Path, val: int, train: int | None,
+                 rng: np.random.Generator | None = None, expected_total: int | None = None) -> None:
+        """``train`` None: every document not held out trains; ``expected_total`` (tokens, an
+        estimate) then sets how often a document is held out."""
         self.val_file, self.train_file = open(val_path, "wb"), open(train_path, "wb")
-        self.val_target, self.train_target = val, train
+        self.val_target, self.train_target = val, (sys.maxsize if train is None else train)
         self.val_n = self.train_n = 0
         self.rng = rng
-        self.p_val = min(1.0, 1.05 * val / max(1, val + train))  # a little over: val.bin fills before train.bin
+        total = val + train if train is not None else max(val, expected_total or val)
+        self.p_val = min(1.0, 1.05 * val / max(1, total))  # a little over: val.bin fills before train.bin
 
     @property
     def full(self) -> bool:
@@ -278,7 +286,7 @@ def build_from(profile: str, source: Path, out: Path, secret: dict) -> dict:
         counts = {}
         for name, dest, limit in (("val.bin", val_path, sizes["val"]), ("train.bin", train_path, sizes["train"])):
             src = np.memmap(source / name, dtype=np.uint16, mode="r")
-            n = min(len(src), limit)
+            n = len(src) if limit is None else min(len(src), limit)
             if n < 4 * SEQ_LEN:
                 fail(f"{source / name} holds only {len(src)} tokens")
             with open(dest, "wb") as fh:
@@ -290,7 +298,9 @@ def build_from(profile: str, source: Path, out: Path, secret: dict) -> dict:
         return {"source": f"pre-tokenized {source}/train.bin and val.bin", "train_tokens": counts["train.bin"],
                 "val_tokens": counts["val.bin"]}
     encode = gpt2_tokenizer(source)
-    writer = SplitWriter(val_path, train_path, sizes["val"], sizes["train"], np.random.default_rng(secret["split_seed"]))
+    guess = None if sizes["train"] is not None else sum(p.stat().st_size for p in source.rglob("*") if p.is_file()) // 5
+    writer = SplitWriter(val_path, train_path, sizes["val"], sizes["train"], np.random.default_rng(secret["split_seed"]),
+                         expected_total=guess)  # about 4-5 bytes of text a GPT-2 token, less for parquet
     batch: list[str] = []
     docs = 0
     for text in iter_documents(source):
@@ -299,7 +309,8 @@ def build_from(profile: str, source: Path, out: Path, secret: dict) -> dict:
             writer.add(encode_docs(encode, batch))
             docs += len(batch)
             batch = []
-            progress(writer.val_n + writer.train_n, sizes["val"] + sizes["train"], f"tokenizing {source} ({docs:,} documents)")
+            progress(writer.val_n + writer.train_n, max(writer.val_n + writer.train_n, sizes["val"] + (sizes["train"] or guess or 0)),
+                     f"tokenizing {source} ({docs:,} documents)")
             if writer.full:
                 break
     if batch and not writer.full:
@@ -309,6 +320,16 @@ def build_from(profile: str, source: Path, out: Path, secret: dict) -> dict:
     if writer.train_n < 4 * SEQ_LEN:
         fail(f"{source} gave {writer.val_n} validation and {writer.train_n} training tokens: too few for training")
     return {"source": f"documents in {source}", "documents": docs, "train_tokens": writer.train_n, "val_tokens": writer.val_n}
+
+
+def _save_chunk(chunk_dir: Path, state: dict, tokens: np.ndarray, n_docs: int) -> None:
+    """One tokenized chunk, renamed into place, then counted in ``state`` (the caller saves it)."""
+    name = f"chunk_{len(state['chunks']):06d}.npy"
+    np.save(chunk_dir / (name + ".tmp.npy"), tokens)
+    os.replace(chunk_dir / (name + ".tmp.npy"), chunk_dir / name)
+    state["chunks"].append(name)
+    state["docs"] += n_docs
+    state["tokens"] += len(tokens)
 
 
 def build_fetch(profile: str, work: Path, out: Path, secret: dict) -> dict:
@@ -327,8 +348,9 @@ def build_fetch(profile: str, work: Path, out: Path, secret: dict) -> dict:
     state = json.loads(state_path.read_text()) if state_path.is_file() else {"dataset": OWT_DATASET, "chunks": [], "docs": 0, "tokens": 0}
     if state.get("dataset") != OWT_DATASET:
         fail(f"{chunk_dir} holds chunks of {state.get('dataset')!r}, not {OWT_DATASET!r}: remove it or set RMLM_OWT_DATASET")
-    needed = sizes["val"] + sizes["train"]
-    if state["tokens"] < needed:
+    whole = sizes["train"] is None  # stream to the corpus's end
+    needed = OWT_TOKENS_ESTIMATE if whole else sizes["val"] + sizes["train"]
+    if not state.get("complete") and (whole or state["tokens"] < needed):
         say(f"streaming {OWT_DATASET} from the Hugging Face hub (resuming after {state['docs']:,} documents)")
         stream = datasets.load_dataset(OWT_DATASET, split="train", streaming=True)
         if state["docs"]:
@@ -338,19 +360,19 @@ def build_fetch(profile: str, work: Path, out: Path, secret: dict) -> dict:
             batch.append(row["text"])
             if len(batch) < DOCS_PER_CHUNK:
                 continue
-            tokens = encode_docs(encode, batch)
-            name = f"chunk_{len(state['chunks']):06d}.npy"
-            np.save(chunk_dir / (name + ".tmp.npy"), tokens)
-            os.replace(chunk_dir / (name + ".tmp.npy"), chunk_dir / name)
-            state["chunks"].append(name)
-            state["docs"] += len(batch)
-            state["tokens"] += len(tokens)
+            _save_chunk(chunk_dir, state, encode_docs(encode, batch), len(batch))
             state_path.write_text(json.dumps(state))
             batch = []
-            progress(min(state["tokens"], needed), needed, f"downloading and tokenizing OpenWebText ({state['docs']:,} documents)")
-            if state["tokens"] >= needed:
+            progress(min(state["tokens"], needed), max(needed, state["tokens"]),
+                     f"downloading and tokenizing OpenWebText ({state['docs']:,} documents)")
+            if not whole and state["tokens"] >= needed:
                 break
-    writer = SplitWriter(out / "protected" / "val.bin", out / "workspace" / "train.bin", sizes["val"], sizes["train"],
+        else:  # the stream ended: its last documents, then the corpus is complete
+            _save_chunk(chunk_dir, state, encode_docs(encode, batch), len(batch)) if batch else None
+            state["complete"] = True
+            state_path.write_text(json.dumps(state))
+    train_target = state["tokens"] - sizes["val"] if whole else sizes["train"]
+    writer = SplitWriter(out / "protected" / "val.bin", out / "workspace" / "train.bin", sizes["val"], train_target,
                          np.random.default_rng(secret["split_seed"]))
     for i, name in enumerate(state["chunks"]):
         writer.add(np.load(chunk_dir / name))

@@ -785,3 +785,26 @@ def test_manifest_is_valid():
     assert not problems, problems
     assert env.profile("smoke").gpus == 0 and env.profile("gpu").gpus == 2
     assert env.profile("smoke").score_timeout <= 120
+
+
+def test_the_whole_corpus_trains_when_no_size_is_given(tmp_path):
+    """The gpu default (the paper's setting): every document not held out goes to train.bin, none
+    twice, none lost; the held-out share comes from the expected total, and fills its target."""
+    import numpy as np
+
+    prepare = load_file("rmlm_prepare", ENV / "prepare.py")
+    assert prepare.SIZES["gpu"]["train"] is None or "RMLM_TRAIN_TOKENS" in __import__("os").environ
+    docs = [np.array([i % 50000 + 1] * 9 + [50256], dtype=np.uint16) for i in range(2000)]
+    stream = np.concatenate(docs)
+    writer = prepare.SplitWriter(tmp_path / "v.bin", tmp_path / "t.bin", val=400, train=None,
+                                 rng=np.random.default_rng(7), expected_total=len(stream))
+    for start in range(0, len(stream), 3000):
+        writer.add(stream[start:start + 3000])
+    assert not writer.full
+    writer.close()
+    val = np.fromfile(tmp_path / "v.bin", dtype=np.uint16)
+    train = np.fromfile(tmp_path / "t.bin", dtype=np.uint16)
+    assert len(val) + len(train) == len(stream)  # every token kept, once
+    assert 300 <= len(val) <= 400 and len(val) % 10 == 0
+    held = set(val[val != 50256].tolist())
+    assert held.isdisjoint(set(train[train != 50256].tolist()))
