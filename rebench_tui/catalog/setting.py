@@ -75,9 +75,12 @@ def check_profiles(paper: PaperSpec | None, profiles: dict[str, Any]) -> list[st
             continue
         if unknown := sorted(given - known):
             problems.append(f"profile {name!r} names setting(s) the [paper] table does not have: {', '.join(unknown)}")
-        if name == "gpu" and paper is not None and (missing := [s for s in paper.settings if s not in given]):
-            problems.append(f"profile 'gpu' does not say how it stands on the paper's setting(s) {', '.join(missing)}: "
-                            f"add [profiles.gpu.setting] entries (here = \"same\", or what it uses and why)")
+        # The gpu profile answers every setting; another may stay silent (its whole setting is a stand-in)
+        # but, once it answers one, answers all: a half table would read as "not stated" beside the rest.
+        if paper is not None and (name == "gpu" or given) and (missing := [s for s in paper.settings if s not in given]):
+            problems.append(f"profile {name!r} does not say how it stands on the paper's setting(s) {', '.join(missing)}: "
+                            f"add [profiles.{name}.setting] entries (here = \"same\", or what it uses and why)"
+                            + ("" if name == "gpu" else ", or remove the table to mark the whole profile a stand-in"))
     return problems
 
 

@@ -184,12 +184,11 @@ def check_final(folder: Path, rows: list[dict[str, Any]], report: Report) -> Non
     if named:  # written since attempts are grouped: the scorings whose median the final score is
         want = [] if counting is None else [i + 1 for i in counting.valid_indexes]
         report.add("final scorings", named == want, f"session.json names scorings {named}, the audit log gives {want}")
-    finished = [r for r in rows if isinstance(r["content"].get("content"), list) and len(r["content"]["content"]) > 1
-                and isinstance(r["content"]["content"][1], dict) and r["content"]["content"][1].get("event") == "session_finished"]
+    finished = _event_rows(rows, "session_finished")
     if not finished:
         report.add("finish record", False, "the session is marked finished but the audit log has no finish row")
         return
-    recorded = finished[-1]["content"]["content"][1].get("files", {})
+    recorded = finished[-1].get("files", {})
     changed = [rel for rel, digest in recorded.items()
                if not (folder / rel).is_file() or sha256_path(folder / rel) != digest]
     report.add("files at finish", not changed,
@@ -197,10 +196,37 @@ def check_final(folder: Path, rows: list[dict[str, Any]], report: Report) -> Non
                else f"changed since the finish: {', '.join(changed[:10])}")
 
 
+def _event_rows(rows: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
+    """The detail dicts of the log rows recording ``event`` (session_started, session_finished, ...)."""
+    out = []
+    for r in rows:
+        content = r["content"].get("content")
+        if isinstance(content, list) and len(content) > 1 and isinstance(content[1], dict) and content[1].get("event") == event:
+            out.append(content[1])
+    return out
+
+
+def check_setting(folder: Path, rows: list[dict[str, Any]], report: Report) -> None:
+    """The setting session.json states (what compare flags and --paper-setting-only leaves out) is
+    the one the hash-chained start row recorded: an edit to make a run look like the paper's shows."""
+    meta_path = folder / "session.json"
+    started = _event_rows(rows, "session_started")
+    if not meta_path.is_file() or not started or "setting" not in started[0]:
+        return  # a session from before settings were recorded: nothing to compare
+    stated = json.loads(meta_path.read_text(encoding="utf-8")).get("setting")
+    recorded = started[0]["setting"]
+    same = stated == recorded
+    report.add("paper setting", same, (
+        "session.json states the setting the start row recorded: " + ("none" if recorded is None else
+                                                                      f"{len(recorded.get('differs', []))} difference(s)")
+        if same else "session.json's setting differs from the one the start row recorded (edited after the start?)"))
+
+
 def verify(folder: Path) -> Report:
     report = Report(folder)
     rows = check_chain(folder / "audit.jsonl", report)
     if report.ok:
         check_score_log(folder, rows, report)
+        check_setting(folder, rows, report)
         check_final(folder, rows, report)
     return report

@@ -54,6 +54,8 @@ def test_every_shipped_environment_sets_the_papers_setting_beside_its_gpu_profil
 @pytest.mark.parametrize("setting,problem", [
     ('setting = { judge = { here = "another judge" } }', "say why"),
     ('setting = { judje = { here = "same" } }', "does not have: judje"),
+    # a smoke profile may stay silent (all stand-in), but half an answer would leave the rest "not stated"
+    ('setting = { judge = { here = "same" } }', "'smoke' does not say how it stands on the paper's setting(s) problems"),
 ])
 def test_a_setting_table_that_does_not_answer_is_a_catalog_problem(env_copy, setting, problem):
     root = env_copy(FIXTURE_ENVS / "toy_score", with_paper(setting))
@@ -114,3 +116,19 @@ def test_compare_flags_runs_out_of_the_papers_setting_and_can_leave_them_out(env
     assert r.exit_code != 0
     assert "no runs to compare after --env/--finished-only/--paper-setting-only" in r.output
     assert "left out 1 run(s) not made in the paper's setting" in " ".join(r.output.split())
+
+
+def test_verify_finds_a_setting_edited_to_look_like_the_papers(env_copy, toy_session):
+    """session.json's setting is what compare reads; the chained start row holds the original, so
+    rewriting a run as 'in the paper's setting' after the fact is found."""
+    from rebench_tui.trajectory.verify import verify
+
+    s = toy_session(env_copy(FIXTURE_ENVS / "toy_score", with_paper(DIFFERS)))
+    s.close()
+    report = verify(s.folder)
+    assert report.ok and any(f.check == "paper setting" and "1 difference(s)" in f.detail for f in report.findings)
+    meta = json.loads((s.folder / "session.json").read_text())
+    meta["setting"]["same"], meta["setting"]["differs"] = ["problems", "judge"], []
+    (s.folder / "session.json").write_text(json.dumps(meta))
+    bad = [f for f in verify(s.folder).findings if not f.ok]
+    assert [f.check for f in bad] == ["paper setting"] and "edited after the start" in bad[0].detail
