@@ -429,3 +429,27 @@ async def test_a_score_reaches_the_screen_by_one_message_that_carries_it(session
         assert scores[0].counting is not None and scores[0].counting.score == 10
         assert app.query_one(ScoreTable).row_count == 1
         assert str(app.query_one("#scoring").render()) == ""  # "scoring…" ends with the same message
+
+
+async def test_the_screen_thread_writes_no_record(session_for):
+    """Pause, resume, a note and a scoring: every audit row and every session.json save happens on a
+    worker thread, none on the screen's (a slow disk never freezes the keys)."""
+    import threading
+
+    s = session_for()
+    writers: list[tuple[str, threading.Thread]] = []
+    real_append, real_save = s.audit.append, s.core.save
+    s.audit.append = lambda content: (writers.append(("row", threading.current_thread())), real_append(content))[1]
+    s.core.save = lambda: (writers.append(("session.json", threading.current_thread())), real_save())[1]
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen_thread = threading.current_thread()
+        for keys in (["p"], ["p"], ["n", *"on the loop?", "enter"], ["s"]):
+            await pilot.press(*keys)
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        assert app.query_one(ScoreTable).row_count == 1
+        on_screen = [what for what, t in writers if t is screen_thread]
+    assert {what for what, _t in writers} == {"row", "session.json"}  # the patches saw the writes
+    assert not on_screen, on_screen
+    assert [e["content"]["content"][1]["note"] for e in events(s, "note")] == ["on the loop?"]
