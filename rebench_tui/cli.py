@@ -14,6 +14,7 @@ from . import workstation
 from .clock import format_hms, parse_duration
 from .config import Settings
 from .errors import RebenchError
+from .trajectory.records import META
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
@@ -303,7 +304,7 @@ def _open_session(session_id: str | None, sessions_dir: Path | None):
     folder = workstation.find_session(settings.sessions, session_id)
     if sessions_dir is None and folder.parent.resolve() != settings.sessions.resolve():
         settings = _settings(folder.parent)  # a session named by its folder elsewhere: that folder's index
-    meta = SessionMeta.load(folder / "session.json")
+    meta = SessionMeta.load(folder / META)
     env = workstation.catalog(settings).get(meta.env_id)
     # Services still running keep their secrets; these are only needed to restart one (and to redact).
     secret_values = workstation.resolve_secrets(env, meta.profile, settings, required=False)
@@ -378,7 +379,7 @@ def verify_cmd(session_ids: tuple[str, ...], sessions_dir: Path | None) -> None:
 
     settings = _settings(sessions_dir)
     folders = [workstation.find_session(settings.sessions, sid) for sid in session_ids] if session_ids else sorted(
-        p for p in settings.sessions.iterdir() if (p / "session.json").is_file()) if settings.sessions.is_dir() else []
+        p for p in settings.sessions.iterdir() if (p / META).is_file()) if settings.sessions.is_dir() else []
     if not folders:
         raise RebenchError(f"no sessions in {settings.sessions}", fix="pass --sessions-dir or a session id")
     bad = 0
@@ -433,7 +434,7 @@ def stop(session_id: str, remove: bool, sessions_dir: Path | None) -> None:
 
     settings = _settings(sessions_dir)
     folder = workstation.find_session(settings.sessions, session_id)
-    meta = SessionMeta.load(folder / "session.json")
+    meta = SessionMeta.load(folder / META)
     if meta.runtime != "docker":
         err.print("local sessions have no container to stop")
         return
@@ -621,7 +622,7 @@ def _export_folders(settings: Settings, session_ids: tuple[str, ...], all_sessio
     if session_ids and all_sessions:
         raise RebenchError("give session ids or --all, not both", fix="drop --all to export only the sessions named")
     if all_sessions:
-        folders = sorted(p for p in settings.sessions.iterdir() if (p / "session.json").is_file()) \
+        folders = sorted(p for p in settings.sessions.iterdir() if (p / META).is_file()) \
             if settings.sessions.is_dir() else []
         if not folders:
             raise RebenchError(f"no sessions in {settings.sessions}", fix="pass --sessions-dir")

@@ -15,7 +15,7 @@ from .errors import RebenchError, RuntimeUnavailable
 from .hosts import host_for_url, load_hosts, resolve_host
 from .runtime import Runtime
 from .runtime.images import Recipes
-from .trajectory.records import SessionMeta
+from .trajectory.records import META, SessionMeta
 
 if TYPE_CHECKING:
     from .runtime.docker_runtime import DockerRuntime
@@ -149,13 +149,13 @@ def find_session(sessions_dir: Path, session_id: str | None) -> Path:
     ``compare`` takes it, anywhere on disk); without either, the most recent unfinished one."""
     if session_id:
         given = Path(session_id).expanduser()
-        if (given / "session.json").is_file():
+        if (given / META).is_file():
             return given.resolve()
         if len(given.parts) > 1:  # a path that is not a session: its last part may still be an id in the sessions folder
             session_id = given.name
     if not sessions_dir.is_dir():
         raise RebenchError(f"no sessions folder at {sessions_dir}", fix="start a session first, or pass --sessions-dir")
-    folders = [p for p in sessions_dir.iterdir() if (p / "session.json").is_file()]
+    folders = [p for p in sessions_dir.iterdir() if (p / META).is_file()]
     if session_id:
         exact = [p for p in folders if p.name == session_id]
         match = exact or [p for p in folders if p.name.startswith(session_id)]
@@ -170,7 +170,7 @@ def find_session(sessions_dir: Path, session_id: str | None) -> Path:
     metas = []
     for p in folders:
         try:
-            m = SessionMeta.load(p / "session.json")
+            m = SessionMeta.load(p / META)
         except Exception:  # noqa: BLE001 - a broken folder is skipped here; `sessions` reports it
             continue
         if m.status == "active":

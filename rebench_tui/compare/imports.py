@@ -127,7 +127,9 @@ def _pause_dicts(pauses: Iterable[Any]) -> list[dict[str, Any]]:
 
 # -- human sessions ---------------------------------------------------------------------------
 def is_session_folder(path: Path) -> bool:
-    return path.is_dir() and (path / "session.json").is_file()
+    from ..trajectory.records import META
+
+    return path.is_dir() and (path / META).is_file()
 
 
 def own_anchors(meta: dict[str, Any]) -> Anchors | None:
@@ -148,16 +150,16 @@ def own_anchors(meta: dict[str, Any]) -> Anchors | None:
 def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run:
     """A human session folder as a run, normalized by the anchors the session recorded (or by the
     resolver's override, if it has one)."""
-    from ..trajectory.records import SessionMeta
     from ..trajectory.audit import read_entries
+    from ..trajectory.records import AUDIT, META, SessionMeta
 
     try:
-        meta = SessionMeta.load(folder / "session.json")
+        meta = SessionMeta.load(folder / META)
     except Exception as exc:  # noqa: BLE001 - any damage is reported with the path
         raise CompareError(f"cannot read {folder / 'session.json'}: {exc}".splitlines()[0],
                            fix="`rebench-tui verify` checks a session's records") from exc
     try:
-        rows = read_entries(folder / "audit.jsonl")
+        rows = read_entries(folder / AUDIT)
     except ValueError as exc:
         raise CompareError(f"{folder / 'audit.jsonl'} has a line that is not JSON: {exc}",
                            fix="`rebench-tui verify` finds the bad line") from exc

@@ -1,18 +1,14 @@
-"""The session folder's names: one place for what ``create`` makes and every reader opens."""
+"""The session folder's names (their home is ``trajectory.records``, below both this package and the
+readers) and how a new session is named."""
 
 from __future__ import annotations
 
 import time
 from secrets import token_hex
 
-META = "session.json"
-AUDIT = "audit.jsonl"
-SCORE_LOG = "score_log.csv"
-WORKSPACE = "workspace"
-STATE = ".state"
-FILES_STATE = "files.json"
-COMMANDS_STATE = "commands.json"
-LOCK = "lock"
+from ..trajectory.records import AUDIT, COMMANDS_STATE, FILES_STATE, LOCK, META, SCORE_LOG, STATE, WORKSPACE
+
+__all__ = ["AUDIT", "COMMANDS_STATE", "FILES_STATE", "LOCK", "META", "SCORE_LOG", "STATE", "WORKSPACE", "new_session_id"]
 
 
 def new_session_id(env_id: str, wall: float) -> str:

@@ -16,10 +16,7 @@ from typing import Any, Callable, Iterator
 from ..clock import SystemClock, WorkingClock
 from ..scoring import Aggregation, attempt_fingerprint, counting_attempt, normalize
 from ..store import Store
-from ..trajectory.records import SessionMeta
-
-META = "session.json"
-AUDIT = "audit.jsonl"
+from ..trajectory.records import AUDIT, META, SessionMeta
 
 
 def _scores(audit: Path) -> list[dict[str, Any]]:

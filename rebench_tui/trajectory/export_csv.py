@@ -33,9 +33,9 @@ from typing import Any
 
 from ..scoring import Aggregation, running_counting
 from .score_log import HEADER, iso_seconds
+from .records import SCORE_LOG
 from .session_records import SessionRecords
 
-SCORE_LOG = "score_log.csv"
 SCORES = "scores.csv"
 COMMANDS = "commands.csv"
 SCORES_HEADER = ("attempt", "timestamp", "called_at_ms", "working_s", "elapsed_ms", "score", "valid", "normalized",

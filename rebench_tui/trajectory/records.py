@@ -19,6 +19,17 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 1
 
+# The session folder's names: one home for what ``Session.create`` makes and every reader opens
+# (verify, the exports, the index, compare).
+META = "session.json"
+AUDIT = "audit.jsonl"
+SCORE_LOG = "score_log.csv"
+WORKSPACE = "workspace"
+STATE = ".state"
+FILES_STATE = "files.json"
+COMMANDS_STATE = "commands.json"
+LOCK = "lock"
+
 
 class Pause(BaseModel):
     """Vivaria-shaped pause row (``run_pauses_t``): a human's own pause uses reason ``pauseHook``."""

@@ -20,11 +20,9 @@ import pydantic_core
 
 from ..errors import RebenchError
 from ..scoring import Aggregation, Attempt, attempt_fingerprint, counting_attempt, group_attempts, normalize
-from .records import CountingScore, SessionMeta
+from .records import AUDIT, META, WORKSPACE, CountingScore, SessionMeta
 
-META = "session.json"
-AUDIT = "audit.jsonl"
-INSTRUCTIONS = "workspace/instructions.txt"
+INSTRUCTIONS = f"{WORKSPACE}/instructions.txt"
 
 
 def score_value(raw: Any) -> float:

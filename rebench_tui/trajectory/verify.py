@@ -18,6 +18,7 @@ from typing import Any
 from ..scoring import Aggregation, attempt_fingerprint, counting_attempt
 from .audit import genesis_hash, line_hash
 from .entries import TraceEntry
+from .records import AUDIT, META, SCORE_LOG
 
 
 @dataclass
@@ -125,7 +126,7 @@ def _same(a: float, b: float) -> bool:
 
 
 def check_score_log(folder: Path, rows: list[dict[str, Any]], report: Report) -> None:
-    path = folder / "score_log.csv"
+    path = folder / SCORE_LOG
     scores = [r for r in rows if r["content"]["type"] == "intermediateScore"]
     if not path.is_file():
         report.add("score log", not scores, "score_log.csv is missing")
@@ -158,7 +159,7 @@ def check_score_log(folder: Path, rows: list[dict[str, Any]], report: Report) ->
 
 
 def check_final(folder: Path, rows: list[dict[str, Any]], report: Report) -> None:
-    meta_path = folder / "session.json"
+    meta_path = folder / META
     if not meta_path.is_file():
         report.add("session.json", False, "missing")
         return
@@ -209,7 +210,7 @@ def _event_rows(rows: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
 def check_setting(folder: Path, rows: list[dict[str, Any]], report: Report) -> None:
     """The setting session.json states (what compare flags and --paper-setting-only leaves out) is
     the one the hash-chained start row recorded: an edit to make a run look like the paper's shows."""
-    meta_path = folder / "session.json"
+    meta_path = folder / META
     started = _event_rows(rows, "session_started")
     if not meta_path.is_file() or not started or "setting" not in started[0]:
         return  # a session from before settings were recorded: nothing to compare
@@ -224,7 +225,7 @@ def check_setting(folder: Path, rows: list[dict[str, Any]], report: Report) -> N
 
 def verify(folder: Path) -> Report:
     report = Report(folder)
-    rows = check_chain(folder / "audit.jsonl", report)
+    rows = check_chain(folder / AUDIT, report)
     if report.ok:
         check_score_log(folder, rows, report)
         check_setting(folder, rows, report)
