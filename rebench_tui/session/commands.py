@@ -263,8 +263,10 @@ class CommandCollector:
         """Emit waiting commands whose output has reached the terminal log (all of a shell's, if final)."""
         rows: list[dict[str, Any]] = []
         still = []
+        held: set[str] = set()  # shells with a command still waiting: their later commands wait behind it, in order
         for start, end, tries in self.state["waiting"]:
-            if pid_only is not None and str(start["pid"]) != pid_only:
+            pid = str(start["pid"])
+            if (pid_only is not None and pid != pid_only) or pid in held:
                 still.append([start, end, tries])
                 continue
             ttylog = start.get("ttylog")
@@ -273,6 +275,7 @@ class CommandCollector:
                 output, size, cut = self._output(ttylog, str(start["seq"]))
                 if output is None and not final and tries < WAIT_POLLS:
                     still.append([start, end, tries + int(count_try)])
+                    held.add(pid)
                     continue
             rows += self._command_rows(start, end, output, size, cut, ttylog)
         self.state["waiting"] = still
