@@ -30,28 +30,25 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import queue
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any, Callable
 
 from ..errors import RebenchError
-from .files import DEFAULT_IGNORE, FileChange, FileWatcher
+from .files import DEFAULT_IGNORE, FileChange
+from .recorder_child import _Child, _child, _line, _Refused  # the child's side; CHILD imports _child from here
+
+__all__ = ["CHILD", "PACKAGE_PARENT", "RESTARTS", "RESTART_WINDOW", "FileRecorder", "Sink"]
+_ = (_Child, _Refused)  # kept importable from here, as before the split
 
 Sink = Callable[[list[FileChange], int], None]
 RESTARTS = 5  # child deaths tolerated within RESTART_WINDOW before the recorder gives up (and says so)
 RESTART_WINDOW = 60.0
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 CHILD = "import sys; sys.path.insert(0, {path}); from rebench_tui.session.file_recorder import _child; _child()"
-
-
-def _line(obj: dict[str, Any]) -> bytes:
-    return (json.dumps(obj, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
 
 
 class FileRecorder:
@@ -270,91 +267,6 @@ class FileRecorder:
         if self._reader is not None:
             self._reader.join(timeout=10)
         self._proc = None
-
-
-# -- the child process ------------------------------------------------------------------------------
-class _Refused(Exception):
-    """The parent could not record a batch (it has reported why)."""
-
-
-class _Child:
-    """The child's side of the pipe: a :class:`FileWatcher` whose batches go to the parent, and
-    the parent's commands (acks, flushes, fingerprints, stop) read on a thread of their own."""
-
-    def __init__(self, stdin: IO[bytes], stdout: IO[bytes], cfg: dict[str, Any]) -> None:
-        from ..secrets import Redactor
-
-        self.stdin, self.stdout = stdin, stdout
-        self.out_lock = threading.Lock()
-        self.acks: "queue.Queue[dict[str, Any] | None]" = queue.Queue()
-        self.batches = itertools.count(1)
-        redactor = Redactor.from_pairs(cfg.get("redact") or [])
-        self.watcher = FileWatcher(Path(cfg["root"]), self.sink, Path(cfg["state"]), ignore=tuple(cfg["ignore"]),
-                                   interval=float(cfg["interval"]), redact=redactor.text if redactor else None,
-                                   on_error=self.on_error, on_rescan=lambda info: self.send({"rescanned": info}))
-        self.stop = threading.Event()
-
-    def send(self, obj: dict[str, Any]) -> None:
-        with self.out_lock:
-            self.stdout.write(_line(obj))
-            self.stdout.flush()
-
-    def sink(self, changes: list[FileChange], raw: int) -> None:
-        self.send({"batch": next(self.batches), "changes": [asdict(c) for c in changes], "raw": raw})
-        reply = self.acks.get()
-        if reply is None:  # the app is gone: leave the state unsaved, so the next catch-up records these
-            os._exit(0)
-        if not reply.get("ok"):
-            raise _Refused(reply.get("error") or "not recorded")
-
-    def on_error(self, exc: Exception) -> None:
-        if not isinstance(exc, _Refused):
-            self.send({"error": f"{type(exc).__name__}: {exc}"})
-
-    def flush(self, fid: int, timeout: float, rescan: bool) -> None:
-        complete = self.watcher.flush(timeout=timeout, rescan=rescan)
-        self.send({"flushed": fid, "complete": complete})
-
-    def state_fingerprint(self, fid: int) -> None:
-        got = self.watcher.state_fingerprint()
-        self.send({"fingerprinted": fid, "fingerprint": None if got is None else got[0],
-                   "n_files": None if got is None else got[1]})
-
-    def read_commands(self) -> None:
-        for raw in self.stdin:
-            msg = json.loads(raw)
-            if "ack" in msg:
-                self.acks.put(msg)
-            elif "flush" in msg:
-                threading.Thread(target=self.flush, args=(msg["flush"], float(msg.get("timeout", 5.0)),
-                                                          bool(msg.get("rescan"))), daemon=True).start()
-            elif "fingerprint" in msg:
-                threading.Thread(target=self.state_fingerprint, args=(msg["fingerprint"],), daemon=True).start()
-            elif "stop" in msg:
-                self.stop.set()
-        # the pipe closed: the app quit or died
-        if not self.stop.is_set():
-            self.acks.put(None)
-            os._exit(0)
-
-    def run(self) -> None:
-        threading.Thread(target=self.read_commands, name="commands", daemon=True).start()
-        self.watcher.start()
-        self.send({"ready": True})
-        self.stop.wait()
-        self.watcher.stop()  # the last drain (acknowledged) and the state saved
-        self.send({"stopped": True})
-
-
-def _child() -> None:
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # it ends when the app says so, or when the app's pipe closes
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    first = stdin.readline()
-    if not first:
-        return
-    _Child(stdin, stdout, json.loads(first)["config"]).run()
 
 
 if __name__ == "__main__":
