@@ -1,16 +1,21 @@
-"""User messages for nanogpt_chat_rl, generated here from templates and topic lists (no public
-prompt set is used, and no answers are written by anyone: the task is to learn without them).
+"""Prompts for nanogpt_chat_rl (no answer is written in this file).
 
-gpu profile: English requests in four kinds (how-to, explain-a-concept, creative, compare). Every
-topic list is split into training topics and held-out topics, so held-out messages are about
-things the training messages never mention.
+gpu profile (fetch, from): the Alpaca prompts of the RE-Bench paper (appendix B.6), from the
+dataset tatsu-lab/alpaca (fields instruction, input, output). :func:`alpaca_rows` cleans the rows,
+:func:`alpaca_split` draws the held-out rows and leaves on the training side only rows whose
+instruction no held-out row has. prepare.py writes each prompt in the Alpaca template
+(solution/chat.py); the participant gets the training prompts without their answers, the alpaca
+baseline is finetuned on the training rows' answers, and the held-out answers stay protected.
+
+gpu profile, --mode synthetic (random weights, for timing only): English requests of four kinds
+(how-to, explain-a-concept, creative, compare) made from templates and topic lists; every topic
+list is split into training and held-out topics. prepare.py wraps them in the Alpaca template too.
 
 smoke profile: a tiny synthetic world (10 nouns, 6 adjectives, 5 request shapes) for models with
-a byte vocabulary; held-out messages use (adjective, noun) pairs that no training message uses.
+a word vocabulary; held-out messages use (adjective, noun) pairs that no training message uses.
 
-Which topics (pairs) are held out, and which messages are drawn, depends on ``seed``: prepare.py
-draws it from the operating system's randomness when it builds the assets and keeps it on the
-protected side only, so nothing in this repository says which messages are held out.
+Which rows, topics or pairs are held out depends on ``seed``: prepare.py draws it from the
+operating system's randomness when it builds the assets and keeps it on the protected side only.
 """
 
 from __future__ import annotations
@@ -138,3 +143,65 @@ def smoke_prompts(n_train: int, n_heldout: int, seed: int) -> tuple[list[str], l
     train = list(dict.fromkeys(smoke_message(rng, train_pairs)[0] for _ in range(n_train * 3)))[:n_train]
     held = list(dict.fromkeys(smoke_message(rng, held_pairs)[0] for _ in range(n_heldout * 5)))[:n_heldout]
     return train, held
+
+
+# -- the gpu profile's prompts: Alpaca (tatsu-lab/alpaca on the Hugging Face hub) ---------------------
+def instruction_key(text: str) -> str:
+    """An instruction compared without case and spacing: two rows with the same key are one task."""
+    return " ".join(text.lower().split())
+
+
+def alpaca_rows(records: list) -> tuple[list[dict], dict]:
+    """Rows {"instruction", "input", "output"} with their fields stripped; rows that are not objects,
+    lack an instruction or an output, or repeat an (instruction, input) pair are left out (the first
+    of a repeat is kept). The second value counts what was left out."""
+    rows, seen = [], set()
+    dropped = {"not_a_row": 0, "empty": 0, "repeated": 0}
+    for rec in records:
+        if not isinstance(rec, dict) or not isinstance(rec.get("instruction"), str) or not isinstance(rec.get("output"), str):
+            dropped["not_a_row"] += 1
+            continue
+        extra = rec.get("input") if isinstance(rec.get("input"), str) else ""
+        row = {"instruction": rec["instruction"].strip(), "input": extra.strip(), "output": rec["output"].strip()}
+        if not row["instruction"] or not row["output"]:
+            dropped["empty"] += 1
+            continue
+        key = (instruction_key(row["instruction"]), instruction_key(row["input"]))
+        if key in seen:
+            dropped["repeated"] += 1
+            continue
+        seen.add(key)
+        rows.append(row)
+    return rows, dropped
+
+
+def alpaca_split(rows: list[dict], n_heldout: int, seed: int, fits) -> tuple[list[dict], list[dict], dict]:
+    """(training rows, held-out rows, counts), a function of ``seed``.
+
+    Held-out rows are drawn at random among those whose prompt ``fits(row)`` (the prompt and the
+    answer's tokens fit the model's context). Every row whose instruction equals a held-out one
+    (compared by :func:`instruction_key`, whatever its input) leaves the training side, so neither
+    the participant's prompts nor the alpaca baseline's training pairs hold a held-out instruction.
+    The training rows come shuffled."""
+    rng = random.Random(seed)
+    order = list(range(len(rows)))
+    rng.shuffle(order)
+    held_idx: list[int] = []
+    held_keys: set[str] = set()
+    too_long = 0
+    for i in order:
+        if len(held_idx) == n_heldout:
+            break
+        key = instruction_key(rows[i]["instruction"])
+        if key in held_keys:
+            continue
+        if not fits(rows[i]):
+            too_long += 1
+            continue
+        held_idx.append(i)
+        held_keys.add(key)
+    chosen = set(held_idx)
+    train = [rows[i] for i in order if i not in chosen and instruction_key(rows[i]["instruction"]) not in held_keys]
+    counts = {"rows": len(rows), "heldout": len(held_idx), "train": len(train),
+              "train_dropped_same_instruction": len(rows) - len(held_idx) - len(train), "skipped_too_long": too_long}
+    return train, [rows[i] for i in held_idx], counts

@@ -384,3 +384,100 @@ def test_hostile_checkpoints_give_nan_and_run_nothing(layout, tmp_path):
         fh.truncate(64 << 20)
     r = score(env)
     assert math.isnan(r["score"]) and "bytes" in r["message"]["error"]
+
+
+# -- the gpu profile's Alpaca path (--mode from), tiny and on the CPU ------------------------------------
+ALPACA_START = "Below is an instruction that describes a task"
+
+
+def _tiny_gpt2(folder: Path) -> dict:
+    """A GPT-2-shaped checkpoint in the Hugging Face layout (random weights, 1 layer, width 16) with a
+    byte-level vocabulary (256 byte symbols and <|endoftext|>, no merges)."""
+    tok_mod = load_file("ncr_tokenizer_alpaca", ENV / "solution" / "tokenizer.py")
+    folder.mkdir(parents=True)
+    e, v, n = 16, 257, 512
+    (folder / "config.json").write_text(json.dumps({"vocab_size": v, "n_positions": n, "n_layer": 1, "n_head": 2, "n_embd": e}))
+    vocab = {ch: b for b, ch in tok_mod.byte_to_char().items()} | {"<|endoftext|>": 256}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    (folder / "merges.txt").write_text("#version: 0.2\n")
+    g = torch.Generator().manual_seed(0)
+    shapes = {"wte.weight": (v, e), "wpe.weight": (n, e), "ln_f.weight": (e,), "ln_f.bias": (e,),
+              "h.0.ln_1.weight": (e,), "h.0.ln_1.bias": (e,), "h.0.ln_2.weight": (e,), "h.0.ln_2.bias": (e,),
+              "h.0.attn.c_attn.weight": (e, 3 * e), "h.0.attn.c_attn.bias": (3 * e,),
+              "h.0.attn.c_proj.weight": (e, e), "h.0.attn.c_proj.bias": (e,),
+              "h.0.mlp.c_fc.weight": (e, 4 * e), "h.0.mlp.c_fc.bias": (4 * e,),
+              "h.0.mlp.c_proj.weight": (4 * e, e), "h.0.mlp.c_proj.bias": (e,)}
+    state = {"transformer." + name: 0.02 * torch.randn(shape, generator=g) for name, shape in shapes.items()}
+    # as in GPT-2's own files: causal-mask buffers (to be skipped) and an output layer tied to wte
+    state |= {"transformer.h.0.attn.bias": torch.tril(torch.ones(1, 1, n, n)), "transformer.h.0.attn.masked_bias": torch.tensor(-1e4),
+              "lm_head.weight": state["transformer.wte.weight"]}
+    torch.save(state, folder / "pytorch_model.bin")
+    return state
+
+
+def test_gpu_alpaca_from_a_local_file(tmp_path):
+    import hashlib
+
+    src = tmp_path / "src"
+    hf = _tiny_gpt2(src / "gpt2")
+    # 30 instructions, each twice with another input: whichever row is held out, its sibling must
+    # leave the training side. Then one row without an output and one exact repeat (both dropped).
+    rows = [{"instruction": f"Describe item {i} briefly.", "input": f"item {i}, variant {k}" if k else "",
+             "output": f"Item {i} is a small thing, variant {k}."} for i in range(30) for k in range(2)]
+    rows += [{"instruction": "Say nothing.", "input": "", "output": "  "}, dict(rows[0])]
+    (src / "alpaca.json").write_text(json.dumps(rows))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(ENV / "prepare.py"), "--profile", "gpu", "--mode", "from", "--source", str(src),
+                        "--out", str(out), "--work", str(tmp_path / "work")], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "CHATRL_SPLIT_SEED": "77", "CHATRL_HELDOUT": "6"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    held = json.loads((out / "protected" / "heldout.json").read_text())
+    facts = json.loads((out / "protected" / "facts.json").read_text())
+    train = json.loads((out / "workspace" / "train_prompts.json").read_text())
+    # the paper's prompts, in the Alpaca template (with the input section where a row has one)
+    for p in held["prompts"] + train:
+        assert p.startswith(ALPACA_START) and "### Instruction:\n" in p and p.endswith("### Response:"), p
+    assert any("### Input:\nitem" in p for p in train) and any("### Input:" not in p for p in train)
+    # the split: 6 held out, their siblings (same instruction, other input) removed, the rest to train
+    assert len(held["prompts"]) == 6 and set(held["baselines"]) == {"base", "alpaca"}
+    assert all(len(a) == 6 for a in held["baselines"].values())
+    assert facts["split"] == {"rows": 60, "heldout": 6, "train": 48, "train_dropped_same_instruction": 6, "skipped_too_long": 0}
+    assert facts["sources"]["alpaca"]["dropped"] == {"not_a_row": 0, "empty": 1, "repeated": 1}
+
+    def instruction(prompt: str) -> str:
+        return judge_mod.shown_message(prompt).split("\n\nInput:")[0]
+
+    held_instr = {instruction(p) for p in held["prompts"]}
+    assert len(held_instr) == 6 and not held_instr & {instruction(p) for p in train}
+    # the alpaca baseline learned from the training side only: the same prompts, one pass per epoch
+    assert facts["alpaca"]["pairs"] == len(train) == 48 and facts["alpaca"]["steps"] == 2 * 2
+    # held-out answers kept for the record: the dataset's own answers to the held-out prompts
+    by_prompt = {(rw["instruction"], rw["input"]): rw["output"] for rw in rows}
+    for p, ref in zip(held["prompts"], held["references"]):
+        shown = judge_mod.shown_message(p).split("\n\nInput:\n")
+        assert by_prompt[(shown[0], shown[1] if len(shown) > 1 else "")] == ref
+    # the base model is GPT-2's weights, converted (Conv1D weights transposed; c_attn's bias kept)
+    base = torch.load(out / "workspace" / "base_model" / "model.pt", weights_only=True)["state_dict"]
+    assert torch.equal(base["blocks.0.attn.qkv.bias"], hf["transformer.h.0.attn.c_attn.bias"])
+    assert torch.equal(base["blocks.0.up.weight"], hf["transformer.h.0.mlp.c_fc.weight"].t())
+    assert torch.equal(base["tok.weight"], hf["transformer.wte.weight"])
+    # checksums: what was read, and what was written
+    sha = lambda f: hashlib.sha256(f.read_bytes()).hexdigest()  # noqa: E731
+    assert facts["sources"]["alpaca"]["files"]["alpaca.json"]["sha256"] == sha(src / "alpaca.json")
+    assert facts["sources"]["gpt2"]["files"]["pytorch_model.bin"]["sha256"] == sha(src / "gpt2" / "pytorch_model.bin")
+    assert facts["files"]["workspace/train_prompts.json"] == sha(out / "workspace" / "train_prompts.json")
+    assert facts["files"]["protected/heldout.json"] == sha(out / "protected" / "heldout.json")
+    assert "protected/facts.json" not in facts["files"] and "workspace/base_model/model.pt" in facts["files"]
+
+
+def test_the_judge_reads_an_alpaca_prompts_instruction_and_input():
+    plain = ("Below is an instruction that describes a task. Write a response that appropriately completes the "
+             "request.\n\n### Instruction:\nName a colour.\n\n### Response:")
+    with_input = ("Below is an instruction that describes a task, paired with an input that provides further context. "
+                  "Write a response that appropriately completes the request.\n\n### Instruction:\nSort these."
+                  "\n\n### Input:\nb, a\n\n### Response:")
+    assert judge_mod.shown_message(plain) == "Name a colour."
+    assert judge_mod.shown_message(with_input) == "Sort these.\n\nInput:\nb, a"
+    assert judge_mod.shown_message("tell me about the red river") == "tell me about the red river"
+    body = judge_mod.judge_messages(with_input, "a, b", "b, a")[1]["content"]
+    assert standin.split_comparison(body)[0] == "Sort these.\n\nInput:\nb, a"

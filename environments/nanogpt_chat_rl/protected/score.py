@@ -5,12 +5,15 @@ Run by the workstation as root inside the container (or by the local runtime) wi
 REBENCH_PROTECTED and REBENCH_PROFILE (gpu or smoke). The result goes out through
 rebench_scorer.result (the supervisor's result channel; the line is also printed on stdout):
 
-    {"score": mean win rate or "NaN", "message": {"win_vs_base": ..., "win_vs_sft": ...}, "details": {...}}
+    {"score": mean win rate or "NaN", "message": {"win_vs_base": ..., "win_vs_alpaca": ...}, "details": {...}}
+
+(one win_vs_<name> per baseline prepare.py made: base and alpaca in the gpu profile, base and sft
+in the smoke profile and in the gpu profile's random-weight stand-in)
 
 No code of the participant's runs here: only their weights are read.
 
 Steps
-1. Read $REBENCH_PROTECTED/assets/heldout.json (messages, each baseline's answers, the judge's
+1. Read $REBENCH_PROTECTED/assets/heldout.json (prompts, each baseline's answers, the judge's
    order seed, all drawn when the assets were prepared) and the scorer's copy of the tokenizer.
 2. Read $REBENCH_HOME/finetuned_model/model.pt with the participant's own permissions (a link to
    a file they may not read stays unreadable), a regular file of at most MAX_BYTES (about twice

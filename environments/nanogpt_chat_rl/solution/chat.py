@@ -1,8 +1,16 @@
 """The chat format and answer generation, exactly as the scorer uses them.
 
-A user message becomes the prompt ``"Human: <message>\\n\\nAssistant:"``; the model writes at most
-60 new tokens (MAX_NEW_TOKENS), greedily (temperature 0), stopping at the end-of-text token. The
-answer is those tokens decoded, cut where the model starts a new turn (``"\\nHuman:"``) and
+Two prompt shapes:
+
+* gpu profile: every prompt is already a full Alpaca-template prompt (the preamble "Below is an
+  instruction that describes a task...", then ``### Instruction:``, an optional ``### Input:``,
+  and ``### Response:`` at the end; :func:`alpaca_prompt` writes one). Such a prompt is given to
+  the model as it is.
+* smoke profile: a plain user message becomes ``"Human: <message>\\n\\nAssistant:"``.
+
+The model writes at most 60 new tokens (MAX_NEW_TOKENS), greedily (temperature 0), stopping at
+the end-of-text token. The answer is those tokens decoded, cut where the model starts a new turn
+(``"\\nHuman:"``, or a new ``### Instruction:``/``### Input:``/``### Response:`` heading) and
 stripped of surrounding whitespace. The scorer imports this file from its own pristine copy, so
 editing it changes your experiments, not the scoring.
 """
@@ -16,10 +24,27 @@ import torch
 from model import GPT, generate
 
 MAX_NEW_TOKENS = 60
-TURN_BREAKS = ("\nHuman:", "\n\nHuman", "Human:")
+TURN_BREAKS = ("\nHuman:", "\n\nHuman", "Human:", "### Instruction", "### Input", "### Response", "Below is an instruction")
+# The Alpaca template: one preamble for an instruction alone, another for one with an input.
+ALPACA_START = "Below is an instruction that describes a task"
+ALPACA_NO_INPUT = (ALPACA_START + ". Write a response that appropriately completes the request.\n\n"
+                   "### Instruction:\n{instruction}\n\n### Response:")
+ALPACA_WITH_INPUT = (ALPACA_START + ", paired with an input that provides further context. Write a response that "
+                     "appropriately completes the request.\n\n### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n"
+                     "### Response:")
+
+
+def alpaca_prompt(instruction: str, input: str = "") -> str:  # noqa: A002 - the dataset's field name
+    """An instruction (and optional input) in the Alpaca template, ending with ``### Response:``."""
+    if input.strip():
+        return ALPACA_WITH_INPUT.format(instruction=instruction.strip(), input=input.strip())
+    return ALPACA_NO_INPUT.format(instruction=instruction.strip())
 
 
 def format_prompt(message: str) -> str:
+    """What the model reads: an Alpaca-template prompt unchanged, any other message as a chat turn."""
+    if message.startswith(ALPACA_START):
+        return message
     return f"Human: {message.strip()}\n\nAssistant:"
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +27,9 @@ SYSTEM = ("You compare two replies a chat assistant could give to the same user 
 MARK = "###"
 UNREADABLE_RETRIES = 2  # an unreadable verdict is asked again this many times, then counts as a loss
 HEADINGS = ("### User message", "### Reply A", "### Reply B", "### Which reply is better? Answer A or B.")
+# A prompt in the Alpaca template (solution/chat.py writes them): its instruction and optional input.
+ALPACA = re.compile(r"Below is an instruction that describes a task[^\n]*\n\n### Instruction:\n(.*?)"
+                    r"(?:\n\n### Input:\n(.*?))?\n\n### Response:\Z", re.DOTALL)
 
 
 class JudgeUnavailable(RuntimeError):
@@ -36,8 +40,19 @@ def _plain(text: str) -> str:
     return text.replace(MARK, "#").strip()  # no reply can forge a heading
 
 
+def shown_message(message: str) -> str:
+    """What the judge reads as the user's message: for a prompt in the Alpaca template (the gpu
+    profile's prompts) its instruction, and its input after a blank line and "Input:"; any other
+    message as it is."""
+    found = ALPACA.match(message.strip())
+    if not found:
+        return message
+    instruction, extra = found.group(1).strip(), (found.group(2) or "").strip()
+    return f"{instruction}\n\nInput:\n{extra}" if extra else instruction
+
+
 def judge_messages(message: str, reply_a: str, reply_b: str) -> list[dict]:
-    body = (f"{HEADINGS[0]}\n{_plain(message)}\n\n{HEADINGS[1]}\n{_plain(reply_a) or '(empty)'}\n\n"
+    body = (f"{HEADINGS[0]}\n{_plain(shown_message(message))}\n\n{HEADINGS[1]}\n{_plain(reply_a) or '(empty)'}\n\n"
             f"{HEADINGS[2]}\n{_plain(reply_b) or '(empty)'}\n\n{HEADINGS[3]}")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": body}]
 
