@@ -11,9 +11,8 @@ import gc
 import subprocess
 import threading
 import time
-from pathlib import Path
-
 from functools import partial
+from pathlib import Path
 from typing import Callable
 
 from textual import on, work
@@ -22,12 +21,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Markdown, Static
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerFailed, WorkerState
 
 from ..catalog.setting import recorded_differences, setting_words
 from ..clock import format_hms
 from ..errors import RebenchError
-from ..scoring import group_attempts
+from ..scoring import Attempt, group_attempts
 from ..session import Session
 from ..session.events import (ClockChanged, CommandsRecorded, FilesRecorded, LinkLost, LinkRestored, NoteSaved,
                               RecordingTrouble, ScoreRecorded, ScoringCancelled, SessionEvent, SessionFinished,
@@ -211,6 +210,7 @@ class RebenchApp(App[None]):
             case NoteSaved(text=text):
                 feed.add_line(f"note saved: {text}")
             case SessionFinished(reason=reason, counting=counting):
+                self._scoring_ended()  # a finish with no final scoring (the container was gone) ends "scoring…" too
                 self.refresh_clock()
                 self._show_best(counting, len(self._history))
                 self.notify(f"Session finished ({reason}). Records are complete; press q to quit.", timeout=20)
@@ -226,13 +226,15 @@ class RebenchApp(App[None]):
                 feed.add_line(f"link restored after {outage:.0f} s")
                 self.notify(f"Link to {host} restored after {outage:.0f} s; nothing was lost.", timeout=10)
 
-    def _show_history(self, history: tuple[ScoreRecord, ...], counting: CountingScore | None) -> None:
-        """The score table, the chart and the counting line, from a snapshot of the scorings."""
+    def _show_history(self, history: tuple[ScoreRecord, ...], counting: CountingScore | None) -> list[Attempt]:
+        """The score table, the chart and the counting line, from a snapshot of the scorings;
+        returns the scorings grouped into attempts."""
         self._history = history
         attempts = group_attempts([r.score for r in history], [r.fingerprint for r in history])
         self.query_one(ScoreTable).show(list(history), attempts, counting)
         self.query_one(ScoreChart).set_records(list(history))
         self._show_best(counting, len(history))
+        return attempts
 
     def _show_best(self, best: CountingScore | None, n_scorings: int) -> None:
         meta = self.session.meta
@@ -286,14 +288,14 @@ class RebenchApp(App[None]):
             self._command(s.submit, submission, group="score")
 
     def _score_recorded(self, event: ScoreRecorded) -> None:
-        self._show_history(event.history, event.counting)
+        attempts = self._show_history(event.history, event.counting)
         self._scoring_ended()
         rec = event.record
         if self.session.hidden:
             self.notify(f"Scoring {rec.attempt} recorded (scores are hidden in this environment).")
         elif rec.valid:
             self.notify(f"Score {rec.attempt}: {_fmt(rec.score)} (normalized {fmt_normalized(rec.normalized)})"
-                        + _rescore_note(event.history, rec))
+                        + _rescore_note(attempts, rec))
         else:
             self.notify(f"Score {rec.attempt}: NaN — {rec.message}", severity="error", timeout=15)
 
@@ -321,7 +323,10 @@ class RebenchApp(App[None]):
     async def action_shell(self) -> None:
         s = self.session
         argv, env, cwd = s.sandbox.shell_command()
-        await self._command(s.ending.shell_opened, argv).wait()
+        try:
+            await self._command(s.ending.shell_opened, argv).wait()
+        except WorkerFailed:  # not recorded (a full disk?): on_worker_state_changed said so; no unrecorded shell
+            return
         try:
             with self.suspend():
                 print(f"\n[rebench-tui] shell in {s.env.id} ({'container' if s.sandbox.isolated else 'NOT ISOLATED, this machine'}). "
@@ -407,10 +412,10 @@ class RebenchApp(App[None]):
         self.session.close(pause_clock=self.closed_with != "keep")
 
 
-def _rescore_note(history: tuple[ScoreRecord, ...], rec: ScoreRecord) -> str:
+def _rescore_note(attempts: list[Attempt], rec: ScoreRecord) -> str:
     """For a re-score of unchanged files: which attempt it joined, and that attempt's median."""
     pos = rec.attempt - 1
-    for a in group_attempts([r.score for r in history], [r.fingerprint for r in history]):
+    for a in attempts:
         if pos in a.indexes and len(a.indexes) > 1:
             return (f"; files unchanged: re-score of attempt {a.number}, which counts with the median of its "
                     f"{a.n} valid scorings, {_fmt(a.median)}")

@@ -179,6 +179,21 @@ async def test_time_up_takes_the_final_score_and_finishes(session_for, fake_cloc
         assert len(s.history) == 1
 
 
+async def test_time_up_with_the_container_gone_finishes_and_ends_scoring_on_screen(session_for, fake_clock):
+    """No final scoring can run (the sandbox is not running): the session finishes without one, and
+    the screen does not stay on "scoring…" (the finish event ends it)."""
+    s = session_for(time_limit_s=600)
+    s.sandbox.is_running = lambda: False
+    app = RebenchApp(s, watch_files=False)
+    async with app.run_test(size=SIZE) as pilot:
+        fake_clock.advance(601)
+        app.refresh_clock()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert s.finished and s.meta.finish_reason == "time_limit" and s.history == []
+        assert str(app.query_one("#scoring").render()) == ""
+
+
 async def test_submit_confirms_then_finishes(session_for):
     s = session_for()
     app = RebenchApp(s, watch_files=False)
