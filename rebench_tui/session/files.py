@@ -137,7 +137,7 @@ class FileWatcher(Rescanning):
             diff = None
             if old_text is not None:
                 diff = "".join(difflib.unified_diff(old_text.splitlines(True), [], f"a/{rel}", "/dev/null"))
-            return self._finish(FileChange("deleted", rel, events=events, note=note), diff)
+            return with_diff(FileChange("deleted", rel, events=events, note=note), diff)
         if dest:
             self._known.pop(rel, None)
         if event == "modified" and prev is not None and desc.get("sha256") and prev.get("sha256") == desc.get("sha256"):
@@ -158,10 +158,8 @@ class FileWatcher(Rescanning):
                                                 "/dev/null" if event == "created" else f"a/{rel}", f"b/{target}"))
         if note is None and not (desc.get("sha256") or desc.get("kind")):
             note = f"larger than {human_size(HASH_LIMIT)}: recorded by size and mtime only"
-        return self._finish(FileChange(event, rel, size=desc["size"], sha256=desc.get("sha256"), dest=dest,
-                                       events=events, note=note), diff)
-
-    _finish = staticmethod(with_diff)  # the change with its diff, cut at DIFF_LIMIT
+        return with_diff(FileChange(event, rel, size=desc["size"], sha256=desc.get("sha256"), dest=dest,
+                                    events=events, note=note), diff)
 
     def _drain(self) -> None:
         raw: list[RawEvent] = []

@@ -122,7 +122,7 @@ def _started_row(session: "Session", runtime: Runtime, anchors: Anchors) -> dict
         + f"; scores normalized between start {anchors.start:g} and reference {anchors.reference:g}, {anchors.summary}"
         + f"; {setting_words(meta.setting)}",
         {"event": "session_started", "session_id": meta.id, "env": meta.env_id, "profile": meta.profile,
-         "sandbox": sandbox.describe(), "time_limit_s": meta.clock.limit_s, "score": m.score.model_dump(mode="json"),
+         "sandbox": meta.metadata["sandbox"], "time_limit_s": meta.clock.limit_s, "score": m.score.model_dump(mode="json"),
          "anchors": anchors.to_record(), "setting": meta.setting},
         title="session",
     )
