@@ -123,6 +123,17 @@ def keep_sample(message: str, reply: str, ended: bool) -> bool:
     return ended and len(words) >= 3 and len(set(trigrams)) == len(trigrams) and bool(words4(message) & words4(reply))
 
 
+def sft_step(model: GPT, opt, tok, pairs: list[tuple[str, str]], device: str) -> torch.Tensor:
+    """One optimizer step on (prompt, answer) pairs, learning the answers (chat.sft_loss); the loss."""
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
+        loss = sft_loss(model, *sft_batch(tok, pairs, model.cfg.block_size, device))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss
+
+
 def sft_baseline(base: GPT, tok, messages: list[str], st: dict, device: str, *, filtered: bool = True) -> tuple[GPT, dict]:
     from model import generate
     from chat import clean_answer, format_prompt
@@ -148,13 +159,7 @@ def sft_baseline(base: GPT, tok, messages: list[str], st: dict, device: str, *, 
     rng = random.Random(SFT_SEED)
     steps = max(1, st["sft_epochs"] * len(pairs) // st["sft_batch"])
     for step in range(steps):
-        batch = rng.sample(pairs, min(st["sft_batch"], len(pairs)))
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
-            loss = sft_loss(model, *sft_batch(tok, batch, model.cfg.block_size, device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        loss = sft_step(model, opt, tok, rng.sample(pairs, min(st["sft_batch"], len(pairs))), device)
         if step % 20 == 0 or step == steps - 1:
             progress(1 + (step + 1) / steps, 2, f"finetuning the SFT baseline (loss {loss.item():.3f})")
     info["steps"] = steps
@@ -189,13 +194,7 @@ def alpaca_baseline(base: GPT, tok, pairs: list[tuple[str, str]], st: dict, devi
         order = list(range(len(pairs)))
         rng.shuffle(order)
         for first in range(0, len(order), batch):
-            rows = [pairs[i] for i in order[first:first + batch]]
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
-                loss = sft_loss(model, *sft_batch(tok, rows, model.cfg.block_size, device))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+            loss = sft_step(model, opt, tok, [pairs[i] for i in order[first:first + batch]], device)
             sched.step()
             step += 1
             if step % 25 == 0 or step == steps:
