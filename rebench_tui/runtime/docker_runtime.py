@@ -134,7 +134,9 @@ def _ownership_steps(spec: SandboxSpec) -> list[str]:
 
 def _setup_steps(container: Any, spec: SandboxSpec, *, fresh: bool) -> list[str]:
     """The shell steps ``_setup`` runs as root after copying its archive in."""
-    steps = ["grep -q zz-rebench /etc/bash.bashrc 2>/dev/null || echo '. /etc/profile.d/zz-rebench.sh' >> /etc/bash.bashrc",
+    # An image without /tmp (a machine's root imported without it) gets one, as every program expects.
+    steps = ["[ -d /tmp ] || { mkdir -p /tmp && chmod 1777 /tmp; }",
+             "grep -q zz-rebench /etc/bash.bashrc 2>/dev/null || echo '. /etc/profile.d/zz-rebench.sh' >> /etc/bash.bashrc",
              f"mkdir -p {CAPTURE_TTY_DIR} && chmod 700 /var/log/rebench",
              f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}"]
     if any(str(m.get("Destination", "")).startswith(NVIDIA_ROOT) for m in (container.attrs or {}).get("Mounts") or []):

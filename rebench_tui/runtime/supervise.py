@@ -258,8 +258,23 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+TMP_CANDIDATES = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _tmp_base() -> str:
+    """Where the private temp folder goes: $TMPDIR, else the first of /tmp, /var/tmp, /dev/shm
+    that exists. An image without any (a root filesystem imported without /tmp) gets a /tmp made
+    as it should be (1777), since the supervisor runs as root."""
+    for base in (os.environ.get("TMPDIR"), *TMP_CANDIDATES):
+        if base and os.path.isdir(base):
+            return base
+    os.makedirs("/tmp", exist_ok=True)
+    os.chmod("/tmp", 0o1777)
+    return "/tmp"
+
+
 def _private_tmp() -> str:
-    base = os.environ.get("TMPDIR") or "/tmp"
+    base = _tmp_base()
     while True:
         path = os.path.join(base, "rebench-root-" + os.urandom(8).hex())
         try:
