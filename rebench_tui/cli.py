@@ -49,6 +49,20 @@ class _Duration(click.ParamType):
 DURATION = _Duration()
 
 
+def _bounded_time_limit(seconds: float | None) -> float | None:
+    """--time-limit as given, if a session may have it (at most 7 days); else our one-line error."""
+    from .clock import MAX_TIME_LIMIT_S, check_time_limit
+
+    if seconds is None:
+        return None
+    try:
+        return check_time_limit(seconds)
+    except ValueError as exc:
+        raise RebenchError(f"--time-limit refused: {exc}", kept="nothing was started",
+                           fix=f"give at most {MAX_TIME_LIMIT_S / 3600:.0f}h (e.g. --time-limit 8h, the paper's working "
+                               "time and the default)") from None
+
+
 def _usage_error(exc: click.UsageError) -> None:
     """Click's own errors (a bad option value, a missing argument, an unknown option) as one line
     that names the fix, like every other error here; exit status 2, as click's."""
@@ -275,8 +289,8 @@ def start(env_id: str, profile: str | None, time_limit: float | None, runtime_ki
     from .session import Session
 
     settings = _settings(sessions_dir)
+    limit = _bounded_time_limit(time_limit)  # before anything is chosen or started
     env = workstation.catalog(settings).get(env_id)
-    limit = time_limit
     choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=host,
                                 say=lambda m: err.print(f"[yellow]note:[/yellow] {m}", highlight=False))
     if choice.embedded_default:
@@ -353,11 +367,15 @@ def finish(session_id: str | None, submission: str, sessions_dir: Path | None) -
     """Take the final score and finish a session without the screen: at or after the time limit
     it finishes as 'time_limit', before it as a submission. The session finishes even if that
     last scoring fails; the error is then printed."""
-    session = _open_session(session_id, sessions_dir)
+    from .trajectory.audit import RecordClosed
+
     try:
-        if session.finished:
-            err.print(f"session {session.id} is already finished ({session.meta.finish_reason}); nothing to do")
-            return
+        session = _open_session(session_id, sessions_dir)
+    except RecordClosed as exc:  # nothing was written: the record ends with its finish row
+        err.print(f"session {exc.session} is already finished (its audit log ends with the finish row, line "
+                  f"{exc.line}); nothing to do, nothing was written", highlight=False, markup=False)
+        return
+    try:
         rec = session.finish_at_time_limit() if session.wclock.expired else session.submit(submission)
     finally:
         session.close(pause_clock=None)
@@ -372,25 +390,80 @@ def finish(session_id: str | None, submission: str, sessions_dir: Path | None) -
 @click.argument("session_ids", nargs=-1)
 @sessions_dir_opt
 def verify_cmd(session_ids: tuple[str, ...], sessions_dir: Path | None) -> None:
-    """Check sessions' records: hash chain, trace-entry contract, score log, final score, files.
+    """Check sessions' records: hash chain, trace-entry contract, the session's state (finished,
+    active, interrupted) against session.json, score log, final score, files.
 
-    Exits 1 if any check fails, naming the first bad line. Default: every session."""
+    Exits 1 if any check fails, naming the first bad line. Default: every session; a damaged one
+    is reported and the others are still checked."""
+    from .session.reindex import is_session_folder
     from .trajectory.verify import verify
 
     settings = _settings(sessions_dir)
     folders = [workstation.find_session(settings.sessions, sid) for sid in session_ids] if session_ids else sorted(
-        p for p in settings.sessions.iterdir() if (p / META).is_file()) if settings.sessions.is_dir() else []
+        p for p in settings.sessions.iterdir() if is_session_folder(p)) if settings.sessions.is_dir() else []
     if not folders:
         raise RebenchError(f"no sessions in {settings.sessions}", fix="pass --sessions-dir or a session id")
     bad = 0
     for folder in folders:
-        report = verify(folder)
+        try:
+            report = verify(folder)
+        except Exception as exc:  # noqa: BLE001 - one session's surprise must not stop the others
+            bad += 1
+            out.print(f"[bold]{escape(folder.name)}[/bold]: [red]FAILED[/red]")
+            out.print(f"  FAIL verify: could not finish checking ({type(exc).__name__}: {str(exc)[:300]})",
+                      highlight=False, markup=False)
+            continue
         bad += not report.ok
-        out.print(f"[bold]{folder.name}[/bold]: " + ("[green]verified[/green]" if report.ok else "[red]FAILED[/red]"))
+        out.print(f"[bold]{escape(folder.name)}[/bold]: " + ("[green]verified[/green]" if report.ok else "[red]FAILED[/red]"))
         for f in report.findings:
             out.print(f"  {f}", highlight=False, markup=False)
+    if len(folders) > 1:
+        out.print(f"{len(folders) - bad} of {len(folders)} session(s) verified" + (f"; {bad} FAILED" if bad else ""),
+                  highlight=False)
     if bad:
         sys.exit(1)
+
+
+@main.command("repair")
+@click.argument("session_id")
+@sessions_dir_opt
+def repair_cmd(session_id: str, sessions_dir: Path | None) -> None:
+    """Rebuild a session's session.json and score_log.csv from its audit log (the record of truth)
+    where they are missing, damaged or disagree with it; says what it rebuilt. The audit log itself
+    is never changed. Then `rebench-tui verify SESSION_ID`."""
+    from .session.repair import repair_session
+    from .trajectory.state import read_chain_state
+
+    settings = _settings(sessions_dir)
+    folder = workstation.find_session(settings.sessions, session_id)
+    if sessions_dir is None and folder.parent.resolve() != settings.sessions.resolve():
+        settings = _settings(folder.parent)
+    started = _started_facts(folder)
+    env = None
+    try:
+        env = workstation.catalog(settings).get(str(started.get("env")))
+    except RebenchError:
+        pass  # the manifest only fills in names the audit log does not hold
+    done = repair_session(folder, env, started.get("profile"), store=_store(settings))
+    for line in done:
+        out.print(f"  {line}", highlight=False, markup=False)
+    out.print(f"repaired {folder.name} ({read_chain_state(folder).detail}); check it with `rebench-tui verify "
+              f"{folder.name}`", highlight=False, markup=False)
+
+
+def _started_facts(folder: Path) -> dict:
+    """The session_started row's facts (env, profile), read without trusting anything else."""
+    import json
+
+    from .trajectory.entries import log_event
+    from .trajectory.records import AUDIT
+
+    try:
+        with open(folder / AUDIT, "rb") as fh:
+            facts = log_event(json.loads(fh.readline()).get("content")) or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return facts if facts.get("event") == "session_started" else {}
 
 
 @main.command("sessions")
@@ -411,6 +484,7 @@ def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, se
         for p in problems:
             err.print(f"  not indexed: {p}")
     rows = _store(settings).sessions(env_id=env_id, status=status)
+    damaged = _damaged_sessions(settings.sessions, rows, listed_all=env_id is None and status is None)
     t = Table(title=f"sessions in {settings.sessions}")
     _id_column(t, "id", [r["id"] for r in rows])
     for col in ("env", "profile", "runtime", "status", "working", "scores", "final", "normalized"):
@@ -418,10 +492,33 @@ def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, se
     for r in rows:
         fin = r.get("final_score")
         norm = r.get("final_normalized")
-        t.add_row(r["id"], r["env_id"], r["profile"], f"{r['runtime']}@{r['host']}", r["status"],
+        t.add_row(r["id"], r["env_id"], r["profile"], f"{r['runtime']}@{r['host']}",
+                  "DAMAGED" if r["id"] in damaged else r["status"],
                   format_hms(r.get("working_s") or 0), str(r.get("n_scores") or 0),
                   "" if fin is None else f"{fin:.4g}", "" if norm is None else f"{norm:.3g}")
     out.print(t)
+    for sid, what in damaged.items():
+        err.print(f"[bold red]error:[/bold red] {escape(what)}", highlight=False)
+        err.print(f"[bold]next:[/bold] `rebench-tui repair {escape(sid)}` rebuilds it from the audit log", highlight=False)
+
+
+def _damaged_sessions(sessions: Path, rows: list[dict], listed_all: bool) -> dict[str, str]:
+    """Sessions whose session.json does not read (by id: what is wrong): those listed from the index,
+    and, when every session is listed, session folders the index could not take at all."""
+    from .session import SessionMeta
+    from .session.reindex import is_session_folder
+
+    damaged: dict[str, str] = {}
+    folders = [Path(r["path"]) for r in rows]
+    if listed_all and sessions.is_dir():
+        known = {r["id"] for r in rows}
+        folders += [p for p in sorted(sessions.iterdir()) if is_session_folder(p) and p.name not in known]
+    for folder in folders:
+        try:
+            SessionMeta.load(folder / META)
+        except RebenchError as exc:
+            damaged[folder.name] = exc.what
+    return damaged
 
 
 @main.command()

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 WARNING_THRESHOLDS_S: tuple[int, ...] = (2 * 3600, 3600, 15 * 60, 5 * 60)
+DEFAULT_TIME_LIMIT_S = 8 * 3600.0  # the paper's (RE-Bench, section 3): every environment's default
+MAX_TIME_LIMIT_S = 7 * 24 * 3600.0  # the longest working time a session may be given: 7 days
 
 
 class Clock(Protocol):
@@ -171,3 +173,14 @@ def parse_duration(text: str | int | float) -> float:
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"a duration must be a positive, finite number of seconds, got {text!r}")
     return value
+
+
+def check_time_limit(seconds: float) -> float:
+    """``seconds`` if it is a working time a session may have (positive, at most 7 days); else a
+    ValueError that says the bound."""
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"a working time must be a positive, finite number of seconds, got {seconds!r}")
+    if seconds > MAX_TIME_LIMIT_S:
+        shown = f"{seconds / 3600:.6g}h" if seconds < 1e9 else f"{seconds:.3g} s"
+        raise ValueError(f"{shown} is longer than the longest working time allowed, 7 days (168h)")
+    return seconds

@@ -15,7 +15,7 @@ from .errors import RebenchError, RuntimeUnavailable
 from .hosts import host_for_url, load_hosts, resolve_host
 from .runtime import Runtime
 from .runtime.images import Recipes
-from .trajectory.records import META, SessionMeta
+from .trajectory.records import AUDIT, META, SessionMeta
 
 if TYPE_CHECKING:
     from .runtime.docker_runtime import DockerRuntime
@@ -149,20 +149,21 @@ def find_session(sessions_dir: Path, session_id: str | None) -> Path:
     ``compare`` takes it, anywhere on disk); without either, the most recent unfinished one."""
     if session_id:
         given = Path(session_id).expanduser()
-        if (given / META).is_file():
+        if (given / META).is_file() or (given / AUDIT).is_file():
             return given.resolve()
         if len(given.parts) > 1:  # a path that is not a session: its last part may still be an id in the sessions folder
             session_id = given.name
     if not sessions_dir.is_dir():
         raise RebenchError(f"no sessions folder at {sessions_dir}", fix="start a session first, or pass --sessions-dir")
-    folders = [p for p in sessions_dir.iterdir() if (p / META).is_file()]
+    # a folder whose session.json was lost is still a session (its audit log): named, it gets repair's hint
+    folders = [p for p in sessions_dir.iterdir() if (p / META).is_file() or (p / AUDIT).is_file()]
     if session_id:
         exact = [p for p in folders if p.name == session_id]
         match = exact or [p for p in folders if p.name.startswith(session_id)]
         if len(match) == 1:
             return match[0]
         if not match:
-            not_one = f"; {given} is a folder without a session.json" if given.is_dir() else ""
+            not_one = f"; {given} is a folder without a session.json or an audit log" if given.is_dir() else ""
             raise RebenchError(f"no session {session_id!r} in {sessions_dir}{not_one}",
                                fix="name a session id or a session's folder (sessions/<id>); `rebench-tui sessions` lists them")
         raise RebenchError(f"{session_id!r} matches {len(match)} sessions: {', '.join(p.name for p in match[:5])}",

@@ -62,8 +62,9 @@ def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path,
         _add_sessions(loaded, folder, resolver)
     out = Gathered(warnings=list(loaded.warnings))
     if not no_humans and not humans_dirs and not any(r.human for r in loaded.runs):
-        before = len(loaded.runs)
+        before, warned = len(loaded.runs), len(loaded.warnings)
         _add_sessions(loaded, sessions_dir, resolver)
+        out.warnings += loaded.warnings[warned:]  # a session that does not read is said, not silently left out
         added = len(loaded.runs) - before
         if added:
             out.notes.append(f"added {added} human session(s) from {sessions_dir} (--no-humans leaves them out)")
@@ -106,7 +107,7 @@ def _add_sessions(loaded: Loaded, folder: Path, resolver: EnvResolver | None = N
         try:
             loaded.add([read_human_session(p, resolver)])
         except CompareError as exc:
-            loaded.warnings.append(f"skipped {p}: {exc.what}")
+            loaded.warnings.append(f"skipped {p}: {exc.what}" + (f" (next: {exc.fix})" if exc.fix else ""))
 
 
 def write_reports(c: Comparison, out_dir: Path, *, png: bool, html: bool, csv: bool,

@@ -127,9 +127,10 @@ def _pause_dicts(pauses: Iterable[Any]) -> list[dict[str, Any]]:
 
 # -- human sessions ---------------------------------------------------------------------------
 def is_session_folder(path: Path) -> bool:
-    from ..trajectory.records import META
+    """A human session's folder: its session.json, or (that file lost or damaged) its audit log."""
+    from ..trajectory.records import AUDIT, META
 
-    return path.is_dir() and (path / META).is_file()
+    return path.is_dir() and ((path / META).is_file() or (path / AUDIT).is_file())
 
 
 def own_anchors(meta: dict[str, Any]) -> Anchors | None:
@@ -156,8 +157,8 @@ def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run
     try:
         meta = SessionMeta.load(folder / META)
     except Exception as exc:  # noqa: BLE001 - any damage is reported with the path
-        raise CompareError(f"cannot read {folder / 'session.json'}: {exc}".splitlines()[0],
-                           fix="`rebench-tui verify` checks a session's records") from exc
+        raise CompareError(f"cannot read {folder / 'session.json'}: {getattr(exc, 'what', exc)}".splitlines()[0],
+                           fix=getattr(exc, "fix", None) or "`rebench-tui verify` checks a session's records") from exc
     try:
         rows = read_entries(folder / AUDIT)
     except ValueError as exc:

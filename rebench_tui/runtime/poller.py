@@ -89,6 +89,11 @@ class Scanner:
         if not _stat.S_ISREG(st.st_mode):
             desc = {"size": st.st_size, "mtime": st.st_mtime, "sha256": None,
                     "kind": "link" if _stat.S_ISLNK(st.st_mode) else "other"}
+            if desc["kind"] == "link":
+                try:  # where it leads, as written (never followed)
+                    desc["target"] = os.fsdecode(os.readlink(path))
+                except OSError:
+                    desc["target"] = None
         else:
             try:
                 sha = _sha256(path) if st.st_size <= HASH_LIMIT else None

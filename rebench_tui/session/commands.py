@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..trajectory.entries import log
+from .oom import oom_rows
 
 COMMANDS_LOG = "/var/log/rebench/commands.jsonl"
 TTY_DIR = "/var/log/rebench/tty"
@@ -51,6 +52,8 @@ def _gap_rows(kind: Any, rec: dict[str, Any]) -> list[dict[str, Any]]:
                     {"event": "command_gap", "reason": "interactive shell without capture hooks (commands it runs "
                      "are still listed from the process table, without output)", "pid": rec.get("pid"),
                      "argv": rec.get("argv")}, title="command")]
+    if kind == "oom":  # the kernel killed a process of the container for memory
+        return oom_rows(rec)
     if kind == "malformed":
         return [log("malformed capture record", {"event": "command_gap", "reason": "malformed hook record",
                                                  "line": rec.get("line")}, title="command")]

@@ -46,6 +46,7 @@ class SessionCore:
                               redact=self.redactor.text if self.redactor else None,
                               held=(self.interrupted.called_at,) if self.interrupted else ())
         self.meta_lock = threading.RLock()
+        self.sealed = False  # set once the finish row and the final session.json are written: nothing more is
         self.listeners: list[Listener] = []
         self.history: list[ScoreRecord] = self._load_history()
 
@@ -68,7 +69,8 @@ class SessionCore:
 
     @property
     def finished(self) -> bool:
-        return self.meta.status == "finished"
+        """Finished as session.json says, or as the audit log does (its finish row: the record of truth)."""
+        return self.meta.status == "finished" or self.audit.finished
 
     @property
     def hidden(self) -> bool:
@@ -81,7 +83,11 @@ class SessionCore:
 
     # -- persistence ----------------------------------------------------------------------
     def save(self) -> None:
+        """Rewrite session.json with the clock as it is now; nothing once the session is finished
+        and its final session.json written (``sealed``)."""
         with self.meta_lock:
+            if self.sealed:
+                return
             self.meta.clock = ClockModel.from_state(self.wclock.state())
             self.meta.save(self.folder / META)
 

@@ -12,7 +12,7 @@ from ..scoring import json_score
 from ..trajectory.entries import log
 from ..trajectory.records import CountingScore, ScoreRecord
 from .core import SessionCore
-from .events import NoteSaved, SessionFinished
+from .events import NoteSaved, RecordingTrouble, SessionFinished
 from .files import scan
 from .layout import SCORE_LOG, WORKSPACE
 from .scorer import Scorer, ScoringBusy
@@ -72,24 +72,27 @@ class Ending:
             self.finish("time_limit")
 
     def finish(self, reason: str) -> None:
+        """The session's last row. What the recorders saw until now is recorded first and they
+        stop; the finish row goes before session.json says finished, so a crash in between leaves
+        the audit log saying it (``rebench-tui repair`` writes session.json from it): the log is
+        the record of truth, and takes no row after this one (``AuditLog`` refuses them)."""
         c = self.core
         if c.finished:
             return
+        self._stop_recording()
         with c.meta_lock:
             self.time.stop()
             best = c.final()
-            c.meta.status = "finished"
-            c.meta.finish_reason = reason
+            c.meta.status, c.meta.finish_reason = "finished", reason
             c.meta.completed_at = int(c.clock.time() * 1000)
             c.meta.final_score = None if best is None else best.score
             c.meta.final_attempt = None if best is None else best.representative
             c.meta.final_scorings = [] if best is None else list(best.scorings)
-            c.save()
         sync_note = self._sync_remote_home()
         # What the record ends with: the score log and the workspace, by hash (`verify` rechecks them).
         files = {SCORE_LOG: sha256_file(c.folder / SCORE_LOG)}
         files.update({f"{WORKSPACE}/{rel}": d["sha256"] for rel, d in scan(c.workspace, c.ignore).items() if d["sha256"]})
-        c.audit.append(log(
+        row = c.audit.append(log(
             f"session finished ({reason}); final score "
             + (f"{best.score:.4g} ({counting_words(best)}, rule {c.aggregation.value})" if best else "none (no valid scoring)"),
             {"event": "session_finished", "reason": reason, "final_score": json_score(best.score) if best else None,
@@ -98,8 +101,39 @@ class Ending:
              **({"files_note": sync_note} if sync_note else {})},
             title="session",
         ))
+        with c.meta_lock:
+            c.meta.completed_at = int(row["calledAt"])
+            c.save()
+            c.sealed = True  # session.json is final too: nothing of the session is written again
         c.index()
         c.emit(SessionFinished(reason, best))
+
+    def _stop_recording(self) -> None:
+        """Before the finish row: the files and commands seen so far are recorded, then the
+        recorders stop (a finished session's log takes no row after its finish)."""
+        recording = self.scorer.recording
+        for step in (lambda: recording.flush(timeout=10.0), recording.stop):
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - the finish goes ahead; the trouble is said
+                self.core.emit(RecordingTrouble(f"recording the last changes before the finish failed: {exc}"))
+
+    def closing(self, pause_clock: bool | None) -> None:
+        """The row that says the app or command closed the session (``trajectory.state`` reads it:
+        without one the session was interrupted): the pause, the participant's choice to keep the
+        clock running, or, for a command without the screen, the clock as it was."""
+        c = self.core
+        if c.finished:
+            return
+        if pause_clock and self.time.pause("app closed"):
+            return
+        if pause_clock is False:
+            self.app_closed_running()
+            return
+        running = c.wclock.running
+        who = "a command without the screen" if pause_clock is None else "the app (the clock was paused already)"
+        c.audit.append(log(f"session closed by {who}; the clock is {'running' if running else 'paused'}",
+                           {"event": "session_closed", "clock_running": running}, title="session"))
 
     def _sync_remote_home(self) -> str | None:
         """A remote home is copied here first, so the session folder holds the work it records."""

@@ -25,9 +25,9 @@ class CommandsRecorded:
     rows: tuple[dict[str, Any], ...]  # audit rows as written (``log`` rows titled "command", and their outputs)
 
     def lines(self) -> list[str]:
-        """The typed commands, one line each, as a feed shows them."""
+        """The typed commands (and processes killed for memory), one line each, as a feed shows them."""
         return [str(r["content"][0]) for r in self.rows
-                if r.get("type") == "log" and r.get("attributes", {}).get("title") == "command"]
+                if r.get("type") == "log" and r.get("attributes", {}).get("title") in ("command", "memory")]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from .workspace_scan import DEFAULT_IGNORE, MARKER, is_ignored
 if TYPE_CHECKING:
     from .files import FileWatcher
 
-RawEvent = tuple[str, str, str | None]  # (kind, absolute path, absolute destination of a move)
+# (kind, absolute path, absolute destination of a move, when it arrived: time.time())
+RawEvent = tuple[str, str, str | None, float]
 
 
 class _LostEvents(logging.Handler):
@@ -70,17 +71,20 @@ class _Handler(FileSystemEventHandler):
         # closed-after-write and attribute changes may carry new content: the hash decides
         kind = event.event_type if event.event_type in ("created", "deleted", "moved") else "modified"
         dest = getattr(event, "dest_path", None) or None
-        self.q.put((kind, src, os.fsdecode(dest) if dest else None))
+        self.q.put((kind, src, os.fsdecode(dest) if dest else None, time.time()))  # when it was seen
 
 
 def coalesce(raw: list[RawEvent], rel_of: Callable[[str], str | None], ignore: tuple[str, ...] = DEFAULT_IGNORE
-             ) -> tuple[list[str], dict[str, tuple[str, str | None, int]]]:
+             ) -> tuple[list[str], dict[str, tuple[str, str | None, int, float | None]]]:
     """One change per path, in first-seen order; moves kept as moves: the paths in order, and for
-    each (kind, destination, raw events merged). ``rel_of`` makes a path workspace-relative (None
-    outside it); ignored paths are left out, and a move into or out of them is a create or delete."""
+    each (kind, destination, raw events merged, when the last of them was seen). ``rel_of`` makes
+    a path workspace-relative (None outside it); ignored paths are left out, and a move into or
+    out of them is a create or delete."""
     order: list[str] = []
-    merged: dict[str, tuple[str, str | None, int]] = {}
-    for kind, src, dest in raw:
+    merged: dict[str, tuple[str, str | None, int, float | None]] = {}
+    for ev in raw:
+        kind, src, dest = ev[:3]
+        seen = ev[3] if len(ev) > 3 else None
         rel = rel_of(src)
         drel = rel_of(dest) if dest else None
         if rel is None:
@@ -94,12 +98,12 @@ def coalesce(raw: list[RawEvent], rel_of: Callable[[str], str | None], ignore: t
         key = rel
         if key not in merged:
             order.append(key)
-            merged[key] = (kind, drel, 1)
+            merged[key] = (kind, drel, 1, seen)
         else:
-            prev_kind, prev_dest, n = merged[key]
+            prev_kind, prev_dest, n, prev_seen = merged[key]
             if prev_kind == "created" and kind == "modified":
                 kind = "created"
-            merged[key] = (kind, drel or prev_dest, n + 1)
+            merged[key] = (kind, drel or prev_dest, n + 1, seen if seen is not None else prev_seen)
     return order, merged
 
 

@@ -34,8 +34,8 @@ from .file_rescan import Rescanning
 from .file_state import FileState
 from .workspace_scan import (BEFORE_SCORING, DEFAULT_IGNORE, DEFERRED_LIMIT, DIFF_LIMIT, FINGERPRINT_DOMAIN,
                              HASH_LIMIT, LOST, MARKER, RECENT, RESCAN_CHUNK, SETTLE, SETTLED, TEXT_LIMIT, FileChange,
-                             _Ignore, _read_text, describe, fingerprint, human_size, is_ignored, scan, stat_walk,
-                             with_diff)
+                             _Ignore, _read_text, describe, fingerprint, human_size, is_ignored, observed, scan,
+                             stat_walk, with_diff)
 
 __all__ = ["BEFORE_SCORING", "DEFAULT_IGNORE", "DEFERRED_LIMIT", "DIFF_LIMIT", "FINGERPRINT_DOMAIN", "HASH_LIMIT",
            "LOST", "MARKER", "RECENT", "RESCAN_CHUNK", "SETTLE", "SETTLED", "TEXT_LIMIT", "FileChange", "FileWatcher",
@@ -122,7 +122,9 @@ class FileWatcher(Rescanning):
         return self._state.deferred
 
     # -- changes --------------------------------------------------------------------------
-    def _change(self, event: str, rel: str, dest: str | None = None, events: int = 1, note: str | None = None) -> FileChange | None:
+    def _change(self, event: str, rel: str, dest: str | None = None, events: int = 1, note: str | None = None,
+                seen: float | None = None) -> FileChange | None:
+        """The change to record (None: nothing to record); ``seen``: when its event arrived (now if None)."""
         target = dest or rel
         prev = self._known.get(rel)
         old_text = self._blob_get(prev.get("sha256")) if prev else None
@@ -137,7 +139,7 @@ class FileWatcher(Rescanning):
             diff = None
             if old_text is not None:
                 diff = "".join(difflib.unified_diff(old_text.splitlines(True), [], f"a/{rel}", "/dev/null"))
-            return with_diff(FileChange("deleted", rel, events=events, note=note), diff)
+            return observed(with_diff(FileChange("deleted", rel, events=events, note=note), diff), None, seen)
         if dest:
             self._known.pop(rel, None)
         if event == "modified" and prev is not None and desc.get("sha256") and prev.get("sha256") == desc.get("sha256"):
@@ -158,8 +160,8 @@ class FileWatcher(Rescanning):
                                                 "/dev/null" if event == "created" else f"a/{rel}", f"b/{target}"))
         if note is None and not (desc.get("sha256") or desc.get("kind")):
             note = f"larger than {human_size(HASH_LIMIT)}: recorded by size and mtime only"
-        return with_diff(FileChange(event, rel, size=desc["size"], sha256=desc.get("sha256"), dest=dest,
-                                    events=events, note=note), diff)
+        return observed(with_diff(FileChange(event, rel, size=desc["size"], sha256=desc.get("sha256"), dest=dest,
+                                             events=events, note=note), diff), desc, seen)
 
     def _drain(self) -> None:
         raw: list[RawEvent] = []
@@ -175,8 +177,8 @@ class FileWatcher(Rescanning):
         self._state.defer = True
         try:
             for rel in order:
-                kind, drel, n = merged[rel]
-                ch = self._change("moved" if drel else kind, rel, drel, events=n)
+                kind, drel, n, seen = merged[rel]
+                ch = self._change("moved" if drel else kind, rel, drel, events=n, seen=seen)
                 if ch is not None:
                     changes.append(ch)
         finally:

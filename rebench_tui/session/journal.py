@@ -45,14 +45,16 @@ class StateCommit:
     def _next(state_path: Path) -> Path:
         return state_path.with_name(state_path.name + ".next")
 
-    def commit(self, state_path: Path, state: Any, rows: list[dict[str, Any]]) -> None:
+    def commit(self, state_path: Path, state: Any, rows: list[dict[str, Any]],
+               seen_ms: list[int | None] | None = None) -> None:
+        """``seen_ms``: when each row's fact was seen (``AuditLog.append_many``)."""
         if not rows:
             write_json(state_path, state)
             return
         nxt = self._next(state_path)
         with self.audit._lock:  # nothing else may append between the count and the rows
             write_json(nxt, {"after": self.rows_written() + len(rows), "state": state})
-            self.audit.append_many(rows)
+            self.audit.append_many(rows, seen_ms=seen_ms)
         write_json(state_path, state)
         nxt.unlink(missing_ok=True)
 

@@ -15,14 +15,16 @@ from .. import __version__
 from ..assets import AssetStatus, AssetStore
 from ..catalog import Anchors, Environment, Profile, manifest_anchors
 from ..catalog.setting import setting_record, setting_words
-from ..clock import Clock, SystemClock, format_hms
+from ..clock import Clock, SystemClock, check_time_limit, format_hms
 from ..errors import SessionError
 from ..runtime import Runtime, Sandbox, SandboxSpec
 from ..store import Store
 from ..trajectory import score_log
-from ..trajectory.audit import read_entries
+from ..trajectory.audit import RecordClosed, read_entries
 from ..trajectory.entries import INT32_MAX, log
 from ..trajectory.records import ClockModel, SessionMeta
+from ..trajectory.state import chain_state
+from ..trajectory.verify import Report, check_score_log
 from .layout import AUDIT, LOCK, META, SCORE_LOG, STATE, WORKSPACE, new_session_id
 from .lock import SessionLock
 
@@ -37,6 +39,12 @@ def create_session(cls: type["Session"], env: Environment, profile_name: str, ru
                    extra_env: dict[str, str] | None, asset_store: AssetStore | None, secrets: dict[str, str] | None,
                    anchors: Anchors | None) -> "Session":
     clock = clock or SystemClock()
+    if time_limit_s is not None:
+        try:
+            check_time_limit(time_limit_s)
+        except ValueError as exc:
+            raise SessionError(f"time limit refused: {exc}", kept="nothing was started",
+                               fix="give a working time of at most 7 days (the paper's sessions are 8h, the default)") from None
     profile = env.profile(profile_name)
     anchors = anchors or manifest_anchors(env, profile.name)
     assets = _required_assets(env, profile, asset_store)
@@ -131,15 +139,11 @@ def _started_row(session: "Session", runtime: Runtime, anchors: Anchors) -> dict
 def open_session(cls: type["Session"], folder: Path, env: Environment, runtime: Runtime, *, clock: Clock | None,
                  store: Store | None, secrets: dict[str, str] | None) -> "Session":
     clock = clock or SystemClock()
-    meta_path = folder / META
-    if not meta_path.is_file():
-        raise SessionError(f"no session at {folder} (missing {META})", fix="`rebench-tui sessions` lists the sessions")
-    meta = SessionMeta.load(meta_path)
+    meta, rows = readable_records(folder)
     lock = SessionLock(folder / LOCK)
     lock_note = lock.acquire()
     try:
         sandbox = _attach(folder, meta, env, runtime, secrets)
-        rows = read_entries(folder / AUDIT)
         last_wall = rows[-1]["calledAt"] / 1000 if rows else None
         session = cls(folder, meta, env, sandbox, clock, store, secrets=secrets)
     except BaseException:
@@ -160,6 +164,34 @@ def open_session(cls: type["Session"], folder: Path, env: Environment, runtime: 
     session.core.save()
     session.core.index()
     return session
+
+
+def readable_records(folder: Path) -> tuple[SessionMeta, list[dict]]:
+    """session.json and the audit log's rows of a session that may be written to; before anything
+    is written (the lock included), a SessionError where it may not: the audit log holds the finish
+    row (nothing more is written to a finished session), session.json is damaged or disagrees with
+    the audit log, or the score log does (``rebench-tui repair`` rebuilds those from the log)."""
+    meta = SessionMeta.load(folder / META)  # a missing or damaged file: a SessionError naming repair
+    try:
+        rows = read_entries(folder / AUDIT)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SessionError(f"session {meta.id}: its audit log has a damaged line ({str(exc)[:200]})",
+                           kept="every file of the session, untouched",
+                           fix=f"`rebench-tui verify {meta.id}` names the line; the session cannot be continued") from None
+    state = chain_state(rows, folder)
+    if state.finished:
+        raise RecordClosed(meta.id, state.finish_line)
+    repair = f"`rebench-tui repair {meta.id}` rebuilds it from the audit log, then try again"
+    if meta.status != state.status:
+        raise SessionError(f"session {meta.id}: {META} says {meta.status}, but its audit log says {state.detail}",
+                           kept="every record, untouched (the audit log is the record of truth)", fix=repair)
+    report = Report(folder)
+    check_score_log(folder, rows, report)
+    bad = [f for f in report.findings if not f.ok]
+    if bad:
+        raise SessionError(f"session {meta.id}: {SCORE_LOG} does not agree with the audit log: {bad[0].detail}",
+                           kept="every record, untouched (the audit log is the record of truth)", fix=repair)
+    return meta, rows
 
 
 def _attach(folder: Path, meta: SessionMeta, env: Environment, runtime: Runtime,

@@ -90,12 +90,20 @@ class _Child:
             os._exit(0)
 
     def run(self) -> None:
-        threading.Thread(target=self.read_commands, name="commands", daemon=True).start()
+        commands = threading.Thread(target=self.read_commands, name="commands", daemon=True)
+        commands.start()
         self.watcher.start()
         self.send({"ready": True})
         self.stop.wait()
         self.watcher.stop()  # the last drain (acknowledged) and the state saved
         self.send({"stopped": True})
+        # The app closes the pipe once it has read "stopped": the command thread then leaves its read
+        # of stdin. Exiting while it still sat in that read made the interpreter's shutdown abort
+        # ("Fatal Python error: _enter_buffered_busy", at every quit): wait for it, then leave without
+        # a shutdown that could meet another thread in the middle of a read.
+        commands.join(timeout=10)
+        self.stdout.flush()
+        os._exit(0)
 
 
 def _child() -> None:

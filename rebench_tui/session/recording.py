@@ -82,14 +82,17 @@ class Recording:
         self.core.audit.append(log(text, {"event": "files_rescanned", **info}, title="recorder"))
 
     def _record_files(self, changes: list[FileChange], raw_events: int) -> None:
-        # interleave: a key press that records a row waits for one chunk of a flood, not for all of it
-        self.core.audit.append_many([log(ch.summary(), ch.record(), title="file") for ch in changes], interleave=True)
+        # interleave: a key press that records a row waits for one chunk of a flood, not for all of it; each
+        # row's calledAt is when the watcher saw its change (never later than its write)
+        self.core.audit.append_many([log(ch.summary(), ch.record(), title="file") for ch in changes], interleave=True,
+                                    seen_ms=[ch.seen_ms for ch in changes])
         self.core.emit(FilesRecorded(tuple(changes), raw_events))
 
     def _commit_files(self, changes: list[FileChange], raw_events: int, state: dict[str, Any]) -> None:
         """Rows and the files' state together (remote feed): a crash leaves neither gap nor duplicate."""
         self.journal.commit(self.core.state / FILES_STATE, state,
-                            [log(ch.summary(), ch.record(), title="file") for ch in changes])
+                            [log(ch.summary(), ch.record(), title="file") for ch in changes],
+                            seen_ms=[ch.seen_ms for ch in changes])
         if changes:
             self.core.emit(FilesRecorded(tuple(changes), raw_events))
 

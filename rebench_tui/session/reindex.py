@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..clock import SystemClock, WorkingClock
+from ..errors import RebenchError
 from ..scoring import Aggregation, attempt_fingerprint, counting_attempt, normalize
-from ..store import Store
+from ..store import INDEX_NAME, Store
 from ..trajectory.records import AUDIT, META, SessionMeta
 
 
@@ -44,33 +45,49 @@ def _scores(audit: Path) -> list[dict[str, Any]]:
     return out
 
 
+def index_row(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(session row, score rows) of one session folder; a SessionError where session.json does not read."""
+    meta = SessionMeta.load(folder / META)
+    scores = _scores(folder / AUDIT)
+    rows = []
+    for i, s in enumerate(scores, start=1):
+        norm = normalize(s["score"], meta.start_score, meta.reference_score)
+        rows.append({"session_id": meta.id, "attempt": i, "called_at": s["called_at"], "working_s": s["working_s"],
+                     "score": s["score"], "normalized": norm, "message": s["message"], "fingerprint": s["fingerprint"]})
+    counting = counting_attempt([r["score"] for r in rows], Aggregation(meta.aggregation), [r["fingerprint"] for r in rows])
+    best = None if counting is None else {"score": counting.median,
+                                          "normalized": normalize(counting.median, meta.start_score, meta.reference_score)}
+    used = WorkingClock(meta.clock.to_state(), SystemClock()).used()
+    return ({"id": meta.id, "env_id": meta.env_id, "task_id": meta.task_id, "profile": meta.profile,
+             "runtime": meta.runtime, "host": meta.host, "status": meta.status, "created_at": meta.created_at,
+             "completed_at": meta.completed_at, "time_limit_s": meta.clock.limit_s, "working_s": used,
+             "n_scores": len(rows), "final_score": best["score"] if best else None,
+             "final_normalized": best["normalized"] if best else None, "path": str(folder),
+             "meta": meta.model_dump_json()}, rows)
+
+
+def is_session_folder(folder: Path) -> bool:
+    """A session's folder: its session.json, or (that file lost) its audit log."""
+    return folder.is_dir() and ((folder / META).is_file() or (folder / AUDIT).is_file())
+
+
 def index_rows(sessions_dir: Path, problems: list[str] | None = None) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """(session row, score rows) for every readable session folder; unreadable ones are named in ``problems``."""
-    for folder in sorted(p for p in sessions_dir.iterdir() if p.is_dir()):
-        if not (folder / META).is_file():
-            continue
+    for folder in sorted(p for p in sessions_dir.iterdir() if is_session_folder(p)):
         try:
-            meta = SessionMeta.load(folder / META)
+            yield index_row(folder)
         except Exception as exc:  # noqa: BLE001 - one broken folder must not stop the others
             if problems is not None:
-                problems.append(f"{folder.name}: session.json unreadable ({str(exc).splitlines()[0]})")
-            continue
-        scores = _scores(folder / AUDIT)
-        rows = []
-        for i, s in enumerate(scores, start=1):
-            norm = normalize(s["score"], meta.start_score, meta.reference_score)
-            rows.append({"session_id": meta.id, "attempt": i, "called_at": s["called_at"], "working_s": s["working_s"],
-                         "score": s["score"], "normalized": norm, "message": s["message"], "fingerprint": s["fingerprint"]})
-        counting = counting_attempt([r["score"] for r in rows], Aggregation(meta.aggregation), [r["fingerprint"] for r in rows])
-        best = None if counting is None else {"score": counting.median,
-                                              "normalized": normalize(counting.median, meta.start_score, meta.reference_score)}
-        used = WorkingClock(meta.clock.to_state(), SystemClock()).used()
-        yield ({"id": meta.id, "env_id": meta.env_id, "task_id": meta.task_id, "profile": meta.profile,
-                "runtime": meta.runtime, "host": meta.host, "status": meta.status, "created_at": meta.created_at,
-                "completed_at": meta.completed_at, "time_limit_s": meta.clock.limit_s, "working_s": used,
-                "n_scores": len(rows), "final_score": best["score"] if best else None,
-                "final_normalized": best["normalized"] if best else None, "path": str(folder),
-                "meta": meta.model_dump_json()}, rows)
+                what = exc.what if isinstance(exc, RebenchError) else str(exc).splitlines()[0]
+                problems.append(f"{folder.name}: {what}" + (f" ({exc.fix})" if isinstance(exc, RebenchError) and exc.fix else ""))
+
+
+def reindex_session(store: Store, folder: Path) -> None:
+    """One session's rows of the index, written again from its folder (after a repair)."""
+    session_row, score_rows = index_row(folder)
+    store.upsert_session(session_row)
+    for s in score_rows:
+        store.add_score(**s)
 
 
 def rebuild_index(store: Store, sessions_dir: Path) -> tuple[int, list[str]]:
@@ -81,12 +98,16 @@ def rebuild_index(store: Store, sessions_dir: Path) -> tuple[int, list[str]]:
 
 
 def open_store(sessions_dir: Path, say: Callable[[str], None] = lambda _m: None) -> Store:
-    """The index, rebuilt from the session folders if the file was unreadable (the damaged file is kept aside)."""
+    """The index, rebuilt from the session folders if the file was unreadable (the damaged file is kept
+    aside) or missing while session folders exist."""
+    missing = not (sessions_dir / INDEX_NAME).exists()
     store = Store(sessions_dir)
-    if store.moved_aside is not None:
+    if store.moved_aside is not None or (missing and any(is_session_folder(p) for p in sessions_dir.iterdir())):
         n, problems = rebuild_index(store, sessions_dir)
-        say(f"the session index {store.path} was unreadable; it was moved to {store.moved_aside.name} and rebuilt "
-            f"from the session folders ({n} session(s)); no record was touched")
+        how = ("was missing; it was" if store.moved_aside is None else
+               f"was unreadable; it was moved to {store.moved_aside.name} and")
+        say(f"the session index {store.path} {how} rebuilt from the session folders ({n} session(s)); "
+            "no record was touched")
         for p in problems:
             say(f"  not indexed: {p}")
     return store

@@ -64,8 +64,9 @@ class Scorer:
 
     def _check_allowed(self, final: bool) -> None:
         c = self.core
-        if c.finished and not final:
-            raise SessionError("this session is finished; scoring is closed", kept="all records")
+        if c.finished:  # the final scoring too: it came before the finish row, and nothing comes after it
+            raise SessionError("this session is finished; scoring is closed", kept="all records",
+                               fix=f"`rebench-tui verify {c.meta.id}`, `export` or `compare` read its records")
         if c.wclock.expired and not final:
             # The limit holds for every caller (screen, `rebench-tui score`, a script): after zero only the
             # final scoring runs, on the files as they stand. The refused attempt is in the record.

@@ -187,11 +187,7 @@ class Session:
         """Leave the app. The container keeps running. The clock pauses (True), keeps running
         (False, recorded as the participant's choice), or is left as it is (None: a headless command)."""
         self.recording.stop()
-        if not self.finished and pause_clock is not None:
-            if pause_clock:
-                self.pause("app closed")
-            else:
-                self.ending.app_closed_running()
+        self.ending.closing(pause_clock)  # the row that says it was closed, not interrupted
         self.scorer.flush_backlog()
         self.core.save()
         self.core.index()

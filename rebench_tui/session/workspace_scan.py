@@ -10,7 +10,8 @@ import fnmatch
 import hashlib
 import os
 import re
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +45,36 @@ class FileChange:
     diff_truncated: int = 0
     events: int = 1  # raw events coalesced into this change
     note: str | None = None
+    kind: str | None = None  # "link" (a symbolic link, ``target`` where it leads) or "other" (no regular file)
+    target: str | None = None
+    mtime_ms: int | None = None  # the file's modification time (ms since the epoch), in its own field
+    seen_ms: int | None = None  # when the watcher saw it (its event, or the scan that found it): the row's calledAt
 
     def summary(self) -> str:
-        size = "" if self.size is None else f" ({human_size(self.size)})"
         where = f"{self.path} -> {self.dest}" if self.dest else self.path
+        if self.kind == "link":
+            return f"{self.event} link {where}" + ("" if self.target is None else f" → {self.target}")
+        if self.kind is not None:
+            return f"{self.event} {where} (not a regular file)"
+        size = "" if self.size is None else f" ({human_size(self.size)})"
         return f"{self.event} {where}{size}"
 
     def record(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None and v != 0 or k in ("event", "path")}
+        """The row's facts (``seen_ms`` is the row's own time, ``calledAt``, not repeated here)."""
+        return {k: v for k, v in asdict(self).items()
+                if k != "seen_ms" and (v is not None and v != 0 or k in ("event", "path"))}
+
+
+def observed(change: FileChange, desc: dict[str, Any] | None, seen: float | None) -> FileChange:
+    """``change`` with what was seen of the file: when (``seen``, seconds; now if None), its mtime,
+    and for a link that it is one and where it leads."""
+    extra: dict[str, Any] = {"seen_ms": int((time.time() if seen is None else seen) * 1000)}
+    if desc is not None:
+        if desc.get("mtime") is not None:
+            extra["mtime_ms"] = int(float(desc["mtime"]) * 1000)
+        if desc.get("kind"):
+            extra.update(kind=desc["kind"], target=desc.get("target"))
+    return replace(change, **extra)
 
 
 def with_diff(change: FileChange, diff: str | None) -> FileChange:
@@ -145,13 +168,20 @@ def _read_text(path: Path, size: int) -> str | None:
 
 
 def describe(path: Path) -> dict[str, Any] | None:
-    """Size, mtime and sha256 of a file (no hash above HASH_LIMIT; links and others by kind)."""
+    """Size, mtime and sha256 of a file (no hash above HASH_LIMIT; links and others by kind, a link
+    with its ``target``)."""
     try:
         st = path.lstat()
     except OSError:
         return None
     if not path.is_file() or path.is_symlink():
-        return {"size": st.st_size, "mtime": st.st_mtime, "sha256": None, "kind": "link" if path.is_symlink() else "other"}
+        if not path.is_symlink():
+            return {"size": st.st_size, "mtime": st.st_mtime, "sha256": None, "kind": "other"}
+        try:  # where it leads, as written (never followed)
+            target: str | None = os.fsdecode(os.readlink(path))
+        except OSError:
+            target = None
+        return {"size": st.st_size, "mtime": st.st_mtime, "sha256": None, "kind": "link", "target": target}
     sha = sha256_file(path) if st.st_size <= HASH_LIMIT else None
     return {"size": st.st_size, "mtime": st.st_mtime, "sha256": sha}
 

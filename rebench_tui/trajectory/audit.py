@@ -1,10 +1,15 @@
 """The append-only audit log: one Vivaria trace entry per line, fsynced before it counts.
 
-Ordering: ``calledAt`` is strictly increasing in file order. A long operation (a scoring) may
-reserve its start time with :meth:`AuditLog.reserve`; rows appended while a reservation is open
-get later times and go to a fsynced side journal (``<log>.pending``), and are moved into the
-log, in order, right after the reserved row is written. A crash in between loses nothing: the
-journal is merged when the log is opened again.
+Ordering: the chain orders the rows; ``calledAt`` is when each fact was observed (a file
+event's time from the watcher, the moment a row is written otherwise), never a synthesized
+sequence, so rows written in one millisecond share it: it never decreases down the file and is
+never later than the moment the row was written. A long operation (a scoring) may reserve its
+start time with :meth:`AuditLog.reserve` (a reserved time is a row's own: no other row has it);
+rows appended while a reservation is open get later times and go to a fsynced side journal
+(``<log>.pending``), and are moved into the log, in order, right after the reserved row is
+written. A crash in between loses nothing: the journal is merged when the log is opened again.
+
+The end: once the log holds a session's finish row, it takes no other row (:class:`RecordClosed`).
 
 Tamper evidence: every row in the log carries top-level ``prevHash`` (the previous row's hash;
 for the first row, ``sha256("rebench-audit:<runId>")``) and, last on its line, ``hash``: the
@@ -41,8 +46,8 @@ from typing import Any, Callable
 from pydantic import BaseModel
 
 from ..clock import Clock
-from ..errors import RebenchError
-from .entries import MAX_INDEX, TraceEntry, content_dict
+from ..errors import RebenchError, SessionError
+from .entries import MAX_INDEX, TraceEntry, content_dict, is_finish
 
 UsageFn = Callable[[], float | None]
 CHUNK = 64  # rows queued per turn of the lock by append_many(interleave=True)
@@ -67,6 +72,18 @@ def escape_surrogates(text: str) -> str:
 
 class AuditWriteError(RebenchError):
     """The audit log could not be written (a full disk, a read-only folder)."""
+
+
+class RecordClosed(SessionError):
+    """The session is finished: its audit log ends with the finish row and takes no other."""
+
+    def __init__(self, session: str, line: int | None = None) -> None:
+        self.session, self.line = session, line
+        where = f" (line {line})" if line else ""
+        super().__init__(f"session {session} is finished: its audit log ends with the finish row{where}, and nothing "
+                         "more is written to it", kept="every record of the session, unchanged",
+                         fix=f"read it with `rebench-tui verify {session}`, `rebench-tui export {session}` or "
+                             "`rebench-tui compare`; start a new session (`rebench-tui start ENV`) to keep working")
 
 
 def chain_line(row: dict[str, Any], prev_hash: str, redact: Redact | None = None) -> tuple[str, str]:
@@ -163,6 +180,7 @@ class AuditLog:
         self._queued = 0  # rows queued so far (a count, for tests)
         self.batches = 0  # writes done (one write and one fsync each)
         self._closed = False
+        self.finished_line: int | None = None  # the finish row's line: the log takes no row after it
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-writer")
         times = set()
         for row in read_entries(path):
@@ -170,6 +188,8 @@ class AuditLog:
             self._last_hash = row.get("hash", self._last_hash)
             self.count += 1
             times.add(int(row["calledAt"]))
+            if self.finished_line is None and is_finish(row.get("content")):
+                self.finished_line = self.count
         if not self._hold(held, times):
             self._merge_pending()
 
@@ -257,9 +277,22 @@ class AuditLog:
             self._closed = True
         self._writer.shutdown(wait=True)
 
+    @property
+    def finished(self) -> bool:
+        """Whether the log holds the session's finish row (it then takes no other)."""
+        return self.finished_line is not None
+
     def _check_open(self) -> None:  # caller holds _lock
         if self._closed:
             raise ValueError(f"the audit log {self.path} is closed")
+        if self.finished_line is not None:
+            raise RecordClosed(self.path.parent.name, self.finished_line)
+
+    def _note_finish(self, rows: list[dict[str, Any]]) -> None:  # caller holds _lock, rows just queued
+        for i, row in enumerate(rows):
+            if is_finish(row["content"]):
+                self.finished_line = self.count - len(rows) + i + 1
+                return
 
     def _commit(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Chain and append rows durably (caller holds ``_lock``); returns them with their hashes."""
@@ -269,9 +302,15 @@ class AuditLog:
 
     # -- time ---------------------------------------------------------------------------
     def _next_called_at(self, at_ms: int | None = None) -> int:
-        now = int(self._clock.time() * 1000) if at_ms is None else at_ms
-        self._last_called = max(now, self._last_called + 1)
-        return self._last_called
+        """When a row's fact was observed: ``at_ms`` (an event's own time) or now, never later than
+        now, never before the row before it (the chain keeps the order; rows may share a
+        millisecond), and never a reserved time, which is the reserved row's own."""
+        now = int(self._clock.time() * 1000)
+        called = max(now if at_ms is None else min(int(at_ms), now), self._last_called)
+        while called in self._open:
+            called += 1
+        self._last_called = called
+        return called
 
     @staticmethod
     def _prepare(content: BaseModel | dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -310,28 +349,33 @@ class AuditLog:
                 _fsync_append(self.pending_path, [self._plain(row)])
                 return row
             written = self._enqueue([row])
+            self._note_finish(written)
         self._wait_durable()  # outside the lock: other writers queue rows into the same write meanwhile
         return written[0]
 
-    def append_many(self, contents: list[BaseModel | dict[str, Any]], *, interleave: bool = False) -> int:
+    def append_many(self, contents: list[BaseModel | dict[str, Any]], *, interleave: bool = False,
+                    seen_ms: list[int | None] | None = None) -> int:
         """Write several rows with one fsync (a burst of file events).
 
-        The rows are consecutive in the log unless ``interleave``: then they are queued in chunks
-        of ``CHUNK``, and the log's lock is let go between chunks, so a writer that waits for it
-        (a key press on the screen's thread) waits for one chunk, not for a burst of thousands.
-        Either way the call returns once all its rows are durable."""
+        ``seen_ms``: when each row's fact was observed (a file event's time), its ``calledAt``
+        (:meth:`_next_called_at`); None for now. The rows are consecutive in the log unless
+        ``interleave``: then they are queued in chunks of ``CHUNK``, and the log's lock is let go
+        between chunks, so a writer that waits for it (a key press on the screen's thread) waits
+        for one chunk, not for a burst of thousands. Either way the call returns once all its rows
+        are durable."""
         step = CHUNK if interleave else max(1, len(contents))
+        seen = list(seen_ms) if seen_ms is not None else [None] * len(contents)
         queued = False
         for at in range(0, len(contents), step):
             prepared = [self._prepare(c) for c in contents[at:at + step]]
             with self._lock:
                 self._check_open()
                 usage = self._usage()
-                rows = [self._row(p, self._next_called_at(), usage) for p in prepared]
+                rows = [self._row(p, self._next_called_at(t), usage) for p, t in zip(prepared, seen[at:at + step])]
                 if self._open:
                     _fsync_append(self.pending_path, [self._plain(r) for r in rows])
                     continue
-                self._enqueue(rows)
+                self._note_finish(self._enqueue(rows))
                 queued = True
         if queued:  # one write takes every chunk queued before it (and whatever others queued)
             self._wait_durable()
@@ -346,7 +390,10 @@ class AuditLog:
         """Reserve a ``calledAt`` for a row written later; returns (calledAt, working seconds then)."""
         with self._lock:
             self._check_open()
-            called = self._next_called_at()
+            called = max(int(self._clock.time() * 1000), self._last_called + 1)  # no row before has it
+            while called in self._open:
+                called += 1
+            self._last_called = called
             self._open.add(called)
             return called, self._usage()
 
@@ -360,7 +407,9 @@ class AuditLog:
             row = self._row(self._prepare(content), called, usage)
             self._open.discard(called)
             if not self._open and not self.pending_path.exists():
-                return self._commit([row])[0]
+                written = self._commit([row])
+                self._note_finish(written)
+                return written[0]
             # rows wait in the journal; merged in calledAt order once nothing is reserved
             _fsync_append(self.pending_path, [self._plain(row)])
             if not self._open:
@@ -374,8 +423,8 @@ class AuditLog:
             rows = [json.loads(line) for line in fh if line.strip()]
         # Journal rows were given times after every row already in the log, but reserved rows
         # filled out of turn can interleave: sort by calledAt, then chain them into the log.
-        rows.sort(key=lambda r: r["calledAt"])
-        self._commit(rows)
+        rows.sort(key=lambda r: r["calledAt"])  # stable: rows of one millisecond keep their order
+        self._note_finish(self._commit(rows))
         for r in rows:
             self._last_called = max(self._last_called, r["calledAt"])
         os.unlink(self.pending_path)
@@ -394,8 +443,8 @@ def validate_file(path: Path) -> list[tuple[int, str]]:
             except Exception as exc:  # noqa: BLE001 - every failure is a finding
                 problems.append((n, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
                 continue
-            if entry.calledAt <= last:
-                problems.append((n, f"calledAt {entry.calledAt} is not after the previous row's {last}"))
+            if entry.calledAt < last:
+                problems.append((n, f"calledAt {entry.calledAt} is before the previous row's {last}"))
             last = entry.calledAt
             if run_id is None:
                 run_id = entry.runId

@@ -128,3 +128,23 @@ def log(*lines: Any, title: str | None = None) -> dict[str, Any]:
     if title is not None:
         c["attributes"] = {"title": title}
     return c
+
+
+# The log events that say what state a session is in (``state.chain_state`` reads them).
+FINISH_EVENT = "session_finished"
+
+
+def log_event(content: Any) -> dict[str, Any] | None:
+    """The facts object of a ``log`` row's content (its ``event`` and the rest), or None."""
+    if not isinstance(content, dict) or content.get("type") != "log":
+        return None
+    lines = content.get("content")
+    if isinstance(lines, list) and len(lines) > 1 and isinstance(lines[1], dict) and "event" in lines[1]:
+        return lines[1]
+    return None
+
+
+def is_finish(content: Any) -> bool:
+    """Whether a row's content is the finish row that ends a session's record."""
+    facts = log_event(content)
+    return facts is not None and facts.get("event") == FINISH_EVENT

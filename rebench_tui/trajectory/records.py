@@ -128,7 +128,27 @@ class SessionMeta(BaseModel):
 
     @classmethod
     def load(cls, path: Path) -> "SessionMeta":
-        return cls.model_validate_json(path.read_text(encoding="utf-8"))
+        """Read session.json; a missing, damaged or foreign one is a SessionError saying so, what
+        was kept (the audit log, the record of truth) and how to rebuild it from the audit log."""
+        from pydantic import ValidationError
+
+        from ..errors import SessionError
+
+        sid = path.parent.name
+        try:
+            return cls.model_validate_json(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            why = f"{path.name} is missing"
+        except (OSError, UnicodeDecodeError) as exc:
+            why = f"{path.name} cannot be read ({getattr(exc, 'strerror', None) or exc})"
+        except ValidationError as exc:
+            first = exc.errors()[0] if exc.errors() else {}
+            where = ".".join(str(x) for x in first.get("loc", ())) or "the file"
+            why = f"{path.name} is damaged ({where}: {first.get('msg', exc.title)})"
+        raise SessionError(f"session {sid}: {why}",
+                           kept=f"the audit log, the record of truth (untouched), and the rest of {path.parent}",
+                           fix=f"`rebench-tui repair {sid}` rebuilds {path.name} (and the score log) from the audit "
+                               "log, then try again") from None
 
 
 @dataclass(frozen=True)

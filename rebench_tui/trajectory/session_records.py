@@ -207,13 +207,14 @@ class SessionRecords:
     def load(cls, folder: Path) -> "SessionRecords":
         folder = Path(folder)
         meta_path = folder / META
-        if not meta_path.is_file():
+        if not meta_path.is_file() and not (folder / AUDIT).is_file():
             raise RebenchError(f"no session at {folder} (missing {META})", fix="`rebench-tui sessions` lists the sessions")
-        try:
+        try:  # a session's lost or damaged session.json: SessionMeta.load's error names the repair
             meta = SessionMeta.load(meta_path)
         except Exception as exc:  # noqa: BLE001 - reported as a readable error
-            raise RebenchError(f"{folder.name}/{META} cannot be read: {str(exc).splitlines()[0]}",
-                               kept="the session folder is unchanged") from exc
+            what = exc.what if isinstance(exc, RebenchError) else str(exc).splitlines()[0]
+            raise RebenchError(f"{folder.name}/{META} cannot be read: {what}", kept="the session folder is unchanged",
+                               fix=exc.fix if isinstance(exc, RebenchError) else None) from exc
         rows, warnings = read_rows(folder)
         instr = folder / INSTRUCTIONS
         instructions = instr.read_text(encoding="utf-8") if instr.is_file() else ""

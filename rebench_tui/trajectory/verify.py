@@ -1,8 +1,11 @@
-"""Checks a session's records: the audit log's hash chain and contract, the score log against
-the audit log, the session file's final score, and files recorded at the finish.
+"""Checks a session's records: the audit log's hash chain and contract, the session's state as
+the log says it (finished, active, interrupted; nothing after the finish row) against
+``session.json``, the score log against the audit log, the session file's final score, and files
+recorded at the finish.
 
 Each check reports the first place it fails (a line number where it has one), so a reader
-knows exactly where a record was changed.
+knows exactly where a record was changed. A damaged ``session.json`` or score log is a finding
+(with ``rebench-tui repair`` as the way back), never a crash.
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..scoring import Aggregation, attempt_fingerprint, counting_attempt
 from .audit import genesis_hash, line_hash
 from .entries import TraceEntry
-from .records import AUDIT, META, SCORE_LOG
+from .records import AUDIT, META, SCORE_LOG, SessionMeta
+from .state import ChainState, chain_state
 
 
 @dataclass
@@ -86,8 +92,8 @@ def _chained_row(n: int, bline: bytes, prev_hash: str | None, last_called: int, 
     except Exception as exc:  # noqa: BLE001 - reported as a finding
         report.add("trace-entry contract", False, str(exc).splitlines()[0], n)
         return None
-    if entry.calledAt <= last_called:
-        report.add("calledAt order", False, f"calledAt {entry.calledAt} is not after {last_called}", n)
+    if entry.calledAt < last_called:
+        report.add("calledAt order", False, f"calledAt {entry.calledAt} is before the previous row's {last_called}", n)
         return None
     if rows and entry.runId != rows[0]["runId"]:
         report.add("audit log", False, f"runId {entry.runId} differs from the first row's", n)
@@ -96,7 +102,7 @@ def _chained_row(n: int, bline: bytes, prev_hash: str | None, last_called: int, 
 
 
 def check_chain(path: Path, report: Report) -> list[dict[str, Any]]:
-    """The audit log: parse, contract, strict calledAt, one runId, and the hash chain."""
+    """The audit log: parse, contract, calledAt never decreasing, one runId, and the hash chain."""
     rows: list[dict[str, Any]] = []
     if not path.is_file():
         report.add("audit log", False, f"{path.name} is missing")
@@ -125,18 +131,75 @@ def _same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
-def check_score_log(folder: Path, rows: list[dict[str, Any]], report: Report) -> None:
-    path = folder / SCORE_LOG
-    scores = [r for r in rows if r["content"]["type"] == "intermediateScore"]
-    if not path.is_file():
-        report.add("score log", not scores, "score_log.csv is missing")
-        return
+REPAIR = "`rebench-tui repair {id}` rebuilds it from the audit log"
+
+
+def read_meta(folder: Path, report: Report) -> dict[str, Any] | None:
+    """session.json as a dict, or None with a finding saying why it cannot be read."""
+    path = folder / META
+    fix = REPAIR.format(id=folder.name)
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        report.add("session.json", False, f"missing; {fix}")
+        return None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        report.add("session.json", False, f"unreadable ({str(exc).splitlines()[0][:200]}); {fix}")
+        return None
+    if not isinstance(meta, dict):
+        report.add("session.json", False, f"not a JSON object; {fix}")
+        return None
+    try:
+        SessionMeta.model_validate(meta)
+    except ValidationError as exc:  # still read for the checks below, which take what they need from it
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(x) for x in first.get("loc", ())) or "the file"
+        report.add("session.json", False, f"does not read as a session ({where}: {first.get('msg')}); {fix}")
+    return meta
+
+
+def check_state(folder: Path, rows: list[dict[str, Any]], meta: dict[str, Any] | None, report: Report) -> ChainState:
+    """The state the audit log says (finished, active, interrupted), nothing after the finish row,
+    and session.json saying the same."""
+    state = chain_state(rows, folder)
+    if state.after_finish:
+        report.add("rows after the finish", False, f"{state.after_finish} row(s) follow the finish row of line "
+                   f"{state.finish_line}: a finished session takes no row", (state.finish_line or 0) + 1)
+    if meta is None:
+        report.add("session state", True, f"{state.detail} (from the audit log)")
+        return state
+    stated = meta.get("status")
+    ok = stated == state.status
+    if ok and state.finished and meta.get("finish_reason") != (state.finish or {}).get("reason"):
+        ok = False
+        stated = f"finished ({meta.get('finish_reason')})"
+    report.add("session state", ok, f"{state.detail} (from the audit log)" + (
+        "; session.json agrees" if ok else f"; session.json says {stated!s}: edited, or written without its row; "
+                                           + REPAIR.format(id=folder.name)))
+    return state
+
+
+def _score_log_rows(path: Path) -> tuple[list[str] | None, list[list[str]]]:
     with open(path, encoding="utf-8", newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
-        log_rows = list(reader)
+        return header, list(reader)
+
+
+def check_score_log(folder: Path, rows: list[dict[str, Any]], report: Report) -> None:
+    path = folder / SCORE_LOG
+    scores = [r for r in rows if r["content"]["type"] == "intermediateScore"]
+    fix = REPAIR.format(id=folder.name)
+    if not path.is_file():
+        report.add("score log", not scores, "score_log.csv is missing" + (f"; {fix}" if scores else ""))
+        return
+    try:
+        header, log_rows = _score_log_rows(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        report.add("score log", False, f"score_log.csv is unreadable ({str(exc)[:200]}); {fix}")
+        return
     if header != ["timestamp", "score", "message", "details"]:
-        report.add("score log", False, f"unexpected header {header}", 1)
+        report.add("score log", False, f"unexpected header {str(header)[:200]}; {fix}", 1)
         return
     for i, (audit_row, log_row) in enumerate(zip(scores, log_rows), start=2):
         c = audit_row["content"]
@@ -145,7 +208,7 @@ def check_score_log(folder: Path, rows: list[dict[str, Any]], report: Report) ->
         try:
             log_score = float(log_row[1])
             same = _same(audit_score, log_score) and json.loads(log_row[2]) == c["message"]
-        except (ValueError, IndexError):
+        except (ValueError, IndexError, RecursionError):
             same = False
         if not same:
             report.add("score log", False, f"row differs from the audit log's scoring {i - 1} "
@@ -158,43 +221,59 @@ def check_score_log(folder: Path, rows: list[dict[str, Any]], report: Report) ->
     report.add("score log", True, f"{len(scores)} scorings match the audit log")
 
 
-def check_final(folder: Path, rows: list[dict[str, Any]], report: Report) -> None:
-    meta_path = folder / META
-    if not meta_path.is_file():
-        report.add("session.json", False, "missing")
+def check_final(folder: Path, rows: list[dict[str, Any]], report: Report, meta: dict[str, Any] | None = None,
+                state: ChainState | None = None) -> None:
+    """A finished session (by its finish row, or by session.json): session.json's final score is
+    the one the scorings give, the finish row is there, and the files it hashed are unchanged.
+    ``meta``/``state``: session.json and the chain's state where the caller has them already."""
+    if meta is None and (folder / META).is_file():
+        meta = read_meta(folder, Report(folder))  # its problems are check_state's findings
+    state = state or chain_state(rows, folder)
+    if not state.finished and (meta or {}).get("status") != "finished":
+        report.add("final score", True, "session not finished: no final score to check")
         return
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    if meta.get("status") != "finished":
-        report.add("session.json", True, "session not finished: no final score to check")
-        return
-    scorings = [r["content"] for r in rows if r["content"]["type"] == "intermediateScore"]
-    values = [math.nan if c["score"] is None else float(c["score"]) for c in scorings]
-    # Re-scores of unchanged files (the same attempt fingerprint) count with their median; a row
-    # recorded without a fingerprint (an older session) is an attempt of its own.
-    fingerprints = [attempt_fingerprint(c.get("details")) for c in scorings]
-    counting = counting_attempt(values, Aggregation(meta["aggregation"]), fingerprints)
-    expected = None if counting is None else counting.median
-    stated = meta.get("final_score")
-    ok = (expected is None and stated is None) or (expected is not None and stated is not None and _same(expected, float(stated)))
-    how = "" if counting is None or counting.n == 1 else (
-        f" (the median of attempt {counting.number}'s {counting.n} scorings "
-        f"{', '.join(str(i + 1) for i in counting.valid_indexes)})")
-    report.add("final score", ok, f"session.json says {stated}, the audit log's scorings give {expected}{how} "
-                                  f"by rule {meta['aggregation']}")
-    named = meta.get("final_scorings")
-    if named:  # written since attempts are grouped: the scorings whose median the final score is
-        want = [] if counting is None else [i + 1 for i in counting.valid_indexes]
-        report.add("final scorings", named == want, f"session.json names scorings {named}, the audit log gives {want}")
-    finished = _event_rows(rows, "session_finished")
-    if not finished:
+    if meta is not None:
+        _check_final_score(rows, meta, report)
+    if not state.finished:
         report.add("finish record", False, "the session is marked finished but the audit log has no finish row")
         return
-    recorded = finished[-1].get("files", {})
+    recorded = (state.finish or {}).get("files", {})
     changed = [rel for rel, digest in recorded.items()
                if not (folder / rel).is_file() or sha256_path(folder / rel) != digest]
     report.add("files at finish", not changed,
                f"{len(recorded)} files match the hashes recorded at the finish" if not changed
                else f"changed since the finish: {', '.join(changed[:10])}")
+
+
+def _check_final_score(rows: list[dict[str, Any]], meta: dict[str, Any], report: Report) -> None:
+    """session.json's final score (and final scorings) is what the audit log's scorings give."""
+    scorings = [r["content"] for r in rows if r["content"]["type"] == "intermediateScore"]
+    values = [math.nan if c["score"] is None else float(c["score"]) for c in scorings]
+    # Re-scores of unchanged files (the same attempt fingerprint) count with their median; a row
+    # recorded without a fingerprint (an older session) is an attempt of its own.
+    fingerprints = [attempt_fingerprint(c.get("details")) for c in scorings]
+    try:
+        aggregation = Aggregation(meta.get("aggregation"))
+    except ValueError:
+        report.add("final score", False, f"session.json's aggregation {meta.get('aggregation')!r} is not a rule")
+        return
+    counting = counting_attempt(values, aggregation, fingerprints)
+    expected = None if counting is None else counting.median
+    stated = meta.get("final_score")
+    try:
+        ok = (expected is None and stated is None) or (expected is not None and stated is not None
+                                                        and _same(expected, float(stated)))
+    except (TypeError, ValueError):
+        ok = False
+    how = "" if counting is None or counting.n == 1 else (
+        f" (the median of attempt {counting.number}'s {counting.n} scorings "
+        f"{', '.join(str(i + 1) for i in counting.valid_indexes)})")
+    report.add("final score", ok, f"session.json says {stated}, the audit log's scorings give {expected}{how} "
+                                  f"by rule {aggregation.value}")
+    named = meta.get("final_scorings")
+    if named:  # written since attempts are grouped: the scorings whose median the final score is
+        want = [] if counting is None else [i + 1 for i in counting.valid_indexes]
+        report.add("final scorings", named == want, f"session.json names scorings {named}, the audit log gives {want}")
 
 
 def _event_rows(rows: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
@@ -207,14 +286,13 @@ def _event_rows(rows: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
     return out
 
 
-def check_setting(folder: Path, rows: list[dict[str, Any]], report: Report) -> None:
+def check_setting(rows: list[dict[str, Any]], meta: dict[str, Any] | None, report: Report) -> None:
     """The setting session.json states (what compare flags and --paper-setting-only leaves out) is
     the one the hash-chained start row recorded: an edit to make a run look like the paper's shows."""
-    meta_path = folder / META
     started = _event_rows(rows, "session_started")
-    if not meta_path.is_file() or not started or "setting" not in started[0]:
-        return  # a session from before settings were recorded: nothing to compare
-    stated = json.loads(meta_path.read_text(encoding="utf-8")).get("setting")
+    if meta is None or not started or "setting" not in started[0]:
+        return  # no readable session.json (a finding already), or a session from before settings were recorded
+    stated = meta.get("setting")
     recorded = started[0]["setting"]
     same = stated == recorded
     report.add("paper setting", same, (
@@ -227,7 +305,9 @@ def verify(folder: Path) -> Report:
     report = Report(folder)
     rows = check_chain(folder / AUDIT, report)
     if report.ok:
+        meta = read_meta(folder, report)
+        state = check_state(folder, rows, meta, report)
         check_score_log(folder, rows, report)
-        check_setting(folder, rows, report)
-        check_final(folder, rows, report)
+        check_setting(rows, meta, report)
+        check_final(folder, rows, report, meta, state)
     return report

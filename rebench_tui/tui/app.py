@@ -314,6 +314,10 @@ class RebenchApp(App[None]):
         self._command(s.pause if s.wclock.running else s.resume)
 
     def action_note(self) -> None:
+        if self.session.finished:
+            self.notify("This session is finished: its record ends with the finish row and takes nothing more.")
+            return
+
         def done(text: str | None) -> None:
             if text and text.strip():
                 self._command(self.session.note, text)
@@ -322,6 +326,9 @@ class RebenchApp(App[None]):
 
     async def action_shell(self) -> None:
         s = self.session
+        if s.finished:
+            self.notify("This session is finished: its record takes nothing more (start a new session to keep working).")
+            return
         argv, env, cwd = s.sandbox.shell_command()
         try:
             await self._command(s.ending.shell_opened, argv).wait()

@@ -49,16 +49,34 @@ def test_content_is_strict():
         content_dict({"type": "teleport"})
 
 
-def test_called_at_strictly_increases_even_when_the_wall_clock_does_not(tmp_path):
+def test_called_at_is_when_the_row_happened_and_never_decreases(tmp_path):
+    """Rows of one millisecond share it (the chain orders them; issue 26: a burst once got invented
+    times 1 ms apart, up to 16 s after it was on disk); a wall clock stepping back does not take
+    calledAt back before the row above; no row is stamped after the moment it is written."""
     clock = FakeClock()
     a = make(tmp_path, clock)
     a.append(log("a"))
     a.append(log("b"))  # same millisecond
     clock.jump_wall(-60)  # clock stepped back
     a.append(log("c"))
-    called = [r["calledAt"] for r in read_entries(a.path)]
-    assert called[0] < called[1] < called[2]
+    clock.jump_wall(60)
+    a.append_many([log(f"burst {i}") for i in range(2000)])
+    rows = read_entries(a.path)
+    called = [r["calledAt"] for r in rows]
+    now = int(clock.time() * 1000)
+    assert called[0] == called[1] == called[2] == now and all(c == now for c in called[3:])
+    assert all(r["calledAt"] <= r["modifiedAt"] <= now for r in rows)
     assert validate_file(a.path) == []
+
+
+def test_rows_are_stamped_with_when_their_fact_was_seen_never_later_than_now(tmp_path):
+    clock = FakeClock()
+    a = make(tmp_path, clock)
+    now = int(clock.time() * 1000)
+    a.append_many([log("seen 5 s ago"), log("seen 2 s ago"), log("seen in the future?"), log("no time")],
+                  seen_ms=[now - 5000, now - 2000, now + 9000, None])
+    a.append_many([log("seen before the row above")], seen_ms=[now - 9000])
+    assert [r["calledAt"] for r in read_entries(a.path)] == [now - 5000, now - 2000, now, now, now]
 
 
 def test_reservation_keeps_file_order_by_called_at(tmp_path):

@@ -17,6 +17,12 @@ had a command open (hooks working) at the time. A shell with a terminal that nev
 GRACE_S seconds are still loading their startup files and are left alone; forks of a shell
 that have not exec'd yet (subshells) are not commands. The host turns
 uncovered processes into gap records, so disabling the hooks cannot drop commands silently.
+
+Memory: at every look it also reads the container's cgroup memory events (``oom_kill`` in
+``memory.events`` under cgroup v2, ``memory.oom_control`` under v1). When the count grows, the
+kernel killed a process of the container for memory, and an ``oom`` record says how many, with
+the processes that ended since the previous look. ``docker inspect``'s ``OOMKilled`` says only
+whether the container's first process was the one killed, which a participant's is never.
 """
 
 from __future__ import annotations
@@ -37,6 +43,21 @@ AGENT_UID = 1000
 GRACE_S = 2.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SHELLS = {"bash", "sh", "dash", "zsh", "fish", "ksh", "tcsh", "csh"}
+MEMORY_EVENTS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")  # cgroup v2, v1
+
+
+def oom_kills() -> tuple[int, str] | None:
+    """(processes the kernel killed for memory in this container so far, the file that says so)."""
+    for path in MEMORY_EVENTS:
+        try:
+            with open(path, encoding="ascii") as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value), path
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def now_ms() -> int:
@@ -65,6 +86,9 @@ class Daemon:
         self.seen: set[tuple[int, int]] = set()  # (pid, start time) of processes already logged
         self.unhooked: set[int] = set()
         self.buf = b""
+        self.procs: dict[int, dict] = {}  # the previous look's processes (to name those gone with an OOM kill)
+        found = oom_kills()
+        self.oom = None if found is None else found[0]
 
     def write(self, rec: dict) -> None:
         rec.setdefault("received", now_ms())
@@ -127,6 +151,18 @@ class Daemon:
             self.buf = rest
             self.hook_record(text, payload)
 
+    def check_memory(self, procs: dict[int, dict]) -> None:
+        """An ``oom`` record when the cgroup's OOM-kill count grew since the last look."""
+        found = oom_kills()
+        if found is not None and self.oom is not None and found[0] > self.oom:
+            gone = [{"pid": p["pid"], "uid": p["uid"], "argv": p["argv"][:20] or [p["comm"]]}
+                    for pid, p in self.procs.items() if pid not in procs]
+            self.write({"type": "oom", "oom_kill": found[0], "killed": found[0] - self.oom, "source": found[1],
+                        "ended": gone[:20], "ended_total": len(gone)})
+        if found is not None:
+            self.oom = found[0]
+        self.procs = procs
+
     def scan(self) -> None:
         procs = {}
         for name in os.listdir("/proc"):
@@ -134,6 +170,7 @@ class Daemon:
                 info = proc_info(int(name))
                 if info is not None:
                     procs[info["pid"]] = info
+        self.check_memory(procs)
         try:
             with open("/proc/uptime") as fh:
                 uptime = float(fh.read().split()[0])
@@ -171,7 +208,7 @@ class Daemon:
 
     def serve(self) -> None:
         fd = os.open(FIFO, os.O_RDWR | os.O_NONBLOCK)  # read-write: never sees EOF when shells close it
-        self.write({"type": "daemon_start", "pid": os.getpid()})
+        self.write({"type": "daemon_start", "pid": os.getpid(), "oom_kill": self.oom})
         while True:
             self.drain(fd)
             self.scan()
