@@ -257,6 +257,9 @@ def _run_app(session) -> None:
             session.close(pause_clock=True)
     state = "finished" if session.finished else ("clock running" if session.wclock.running else "clock paused")
     err.print(f"session {session.id} ({state}); records in {session.folder}", highlight=False)
+    if session.finished and session.sandbox.describe().get("gpus") and not session.sandbox.is_running():
+        err.print("its container is stopped, so its GPUs are free for the next session (the home and the records stay)",
+                  highlight=False)
     if not session.finished:
         err.print(f"resume with: rebench-tui resume {session.id}", highlight=False)
 
@@ -269,24 +272,36 @@ def _run_app(session) -> None:
               help="auto: Docker if an engine answers, else local (not isolated)")
 @click.option("--host", default=None, help="a label from the hosts file or an engine URL, e.g. ssh://user@gpu-host (default: the first listed host with the GPUs free, else DOCKER_HOST or the local socket)")
 @sessions_dir_opt
-def start(env_id: str, profile: str | None, time_limit: float | None, runtime_kind: str, host: str | None, sessions_dir: Path | None) -> None:
+@click.option("--gpus", type=click.IntRange(min=1), default=None,
+              help="rehearse on fewer GPUs than the profile asks for (recorded as a difference from the paper's setting)")
+@click.option("--stand-ins", "standins", is_flag=True,
+              help="rehearse without the outside service the profile needs (a judge, a code model): its stand-in answers instead (recorded)")
+def start(env_id: str, profile: str | None, time_limit: float | None, runtime_kind: str, host: str | None,
+          sessions_dir: Path | None, gpus: int | None, standins: bool) -> None:
     """Open ENV_ID in a new session and start the clock."""
     from .assets import AssetStore
+    from .catalog import Rehearsal
     from .session import Session
 
     settings = _settings(sessions_dir)
     env = workstation.catalog(settings).get(env_id)
     limit = time_limit
-    choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=host,
+    choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=host, gpus=gpus,
                                 say=lambda m: err.print(f"[yellow]note:[/yellow] {m}", highlight=False))
     if choice.embedded_default:
         err.print(f"[bold yellow]EMBEDDED DEFAULT[/bold yellow]: profile {choice.profile} on the {choice.runtime.kind} runtime"
                   + ("" if choice.runtime.isolated else " (NOT ISOLATED)") + ". Scores from it are not comparable with GPU runs.",
                   highlight=False)
-    secret_values = workstation.resolve_secrets(env, choice.profile, settings)  # before anything starts
+    if gpus is not None and env.profile(choice.profile).gpus == 0:
+        err.print(f"[yellow]note:[/yellow] --gpus {gpus} left out: the {choice.profile} profile uses no GPU", highlight=False)
+        gpus = None
+    if standins and env.profile(choice.profile).standins is None:
+        raise RebenchError(f"the {choice.profile} profile of {env_id} has no stand-ins", kept="nothing was started",
+                           fix="leave out --stand-ins (only profiles that reach an outside service have them)")
+    secret_values = workstation.resolve_secrets(env, choice.profile, settings, required=not standins)  # before anything starts
     session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
                              store=_store(settings), progress=_progress, asset_store=AssetStore(settings.cache_dir),
-                             secrets=secret_values)
+                             secrets=secret_values, rehearsal=Rehearsal(gpus, standins))
     _run_app(session)
 
 

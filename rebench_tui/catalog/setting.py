@@ -73,6 +73,9 @@ def check_profiles(paper: PaperSpec | None, profiles: dict[str, Any]) -> list[st
         if given and paper is None:
             problems.append(f"profile {name!r} has a setting table but the manifest has no [paper] table to set it beside")
             continue
+        standins = getattr(spec, "standins", None)
+        if standins is not None and paper is not None and (odd := sorted(set(standins.setting) - known)):
+            problems.append(f"profile {name!r}'s standins name setting(s) the [paper] table does not have: {', '.join(odd)}")
         if unknown := sorted(given - known):
             problems.append(f"profile {name!r} names setting(s) the [paper] table does not have: {', '.join(unknown)}")
         # The gpu profile answers every setting; another may stay silent (its whole setting is a stand-in)
@@ -122,3 +125,25 @@ def setting_words(record: dict[str, Any] | None) -> str:
     if not differs:
         return "in the paper's setting"
     return f"differs from the paper's setting in {len(differs)}: " + ", ".join(d["name"] for d in differs)
+
+
+GPU_ROW = "hardware"  # the [paper] setting a GPU count belongs to (added where a table lacks it)
+
+
+def on_fewer_gpus(rows: tuple[SettingRow, ...], asked: int, given: int) -> tuple[SettingRow, ...]:
+    """The setting rows of a profile run on ``given`` GPUs where it asks for ``asked`` (a
+    rehearsal): the hardware row says so, whatever it said before."""
+    why = (f"a rehearsal on {given} GPU(s) where the profile asks for {asked} (`start --gpus {given}`): the same work "
+           "runs on fewer devices, so it takes longer and time-bound results can differ")
+    here = f"{given} GPU(s) instead of {asked}"
+    out, seen = [], False
+    for r in rows:
+        if r.name == GPU_ROW:
+            seen = True
+            was = "" if r.same else f" ({r.here})"
+            r = SettingRow(r.name, r.paper, here + was, why, r.source)
+        out.append(r)
+    if not seen:
+        out.append(SettingRow(GPU_ROW, f"{asked} GPU(s)", here, why, "the profile"))
+    return tuple(out)
+

@@ -101,6 +101,18 @@ class Ending:
         c.index()
         c.emit(SessionFinished(reason, best))
 
+    def release_gpus(self) -> str | None:
+        """A finished session's container stops if it holds GPUs, so the next session can have them;
+        the records, the home (folder or volume) and the stopped container stay. What was done, or None."""
+        c = self.core
+        if not c.finished or not (c.sandbox.describe().get("gpus") or 0) or not c.sandbox.is_running():
+            return None
+        try:
+            c.sandbox.stop()
+        except Exception as exc:  # noqa: BLE001 - the records are complete; `rebench-tui stop` can do it later
+            return f"the container could not be stopped to free its GPUs ({exc}); run `rebench-tui stop {c.meta.id}`"
+        return f"container stopped: its GPUs are free (records and home kept; `rebench-tui stop {c.meta.id} --remove` removes it)"
+
     def _sync_remote_home(self) -> str | None:
         """A remote home is copied here first, so the session folder holds the work it records."""
         c = self.core

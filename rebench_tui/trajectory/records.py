@@ -92,6 +92,9 @@ class SessionMeta(BaseModel):
     # environment states no paper setting, or the session was recorded before sessions kept it.
     setting: dict[str, Any] | None = None
     score_timeout_s: float
+    # GPUs the session's container holds where that is fewer than its profile asks for (a
+    # rehearsal: `start --gpus N`; the setting's hardware row says so too). None: the profile's own.
+    gpus: int | None = None
     submission: str | None = None
     # The score that counts at the finish: the median of the counting attempt's valid scorings
     # (see scoring.counting_attempt). final_attempt names the scoring that stands for that
