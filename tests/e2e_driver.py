@@ -252,6 +252,8 @@ def _bare_homes(run: Run, env: Any, profile: Any, homes: dict, work: Path, prot:
         if assets and (Path(assets) / "workspace").is_dir():
             (home / ASSETS_DIR).symlink_to(Path(assets) / "workspace")
         subprocess.run(["chown", "-R", "1000:1000", str(home)], check=False)
+        if label == "start" and (setup := _start_setup(env, profile)) is not None:
+            _bare_setup(run, env, setup, home)
         home.chmod(0o755)
         base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the app's own packages stay out
         environ = {**base_env, **profile.env, "REBENCH_HOME": str(home), "REBENCH_PROTECTED": str(prot),
@@ -265,6 +267,34 @@ def _bare_homes(run: Run, env: Any, profile: Any, homes: dict, work: Path, prot:
             run.log(f"   bare {label} {i + 1}: score {r['score']:.4f}, scorer {r['scorer_s']:.1f} s, wall {r['wall_s']:.1f} s"
                     + (f" {r['message']} {r['stderr_tail']}" if not r["valid"] else ""))
             run.check(r["valid"], f"bare-device scorer on the {label} solution gives a finite score")
+
+
+def _start_setup(env: Any, profile: Any) -> Any:
+    """How the environment puts its starting solution in place before a scoring (its calibration's
+    ``start``: files and a command, e.g. the base model saved where the scorer looks), from this
+    profile or, where it says none, another profile of the same environment; None if nothing."""
+    for name in [profile.name, *env.profile_names]:
+        cal = env.profile(name).calibration
+        if cal is not None and (cal.start.files or cal.start.command):
+            return cal.start
+    return None
+
+
+def _bare_setup(run: Run, env: Any, setup: Any, home: Path) -> None:
+    """The same starting set-up in a bare-machine home: its files copied, its command run as uid 1000."""
+    for dest, src in setup.files.items():
+        source, target = env.path / src, home / dest
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+    subprocess.run(["chown", "-R", "1000:1000", str(home)], check=False)
+    if setup.command:
+        argv = [sys.executable if setup.command[0] == "python3" else setup.command[0], *setup.command[1:]]
+        p = subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", *argv], cwd=home / setup.workdir,
+                           capture_output=True, text=True, timeout=setup.timeout, env={**os.environ, "HOME": str(home)})
+        run.log(f"   bare start set-up `{' '.join(setup.command)}`: exit {p.returncode} {p.stderr.strip()[-300:]}")
 
 
 @contextlib.contextmanager
@@ -406,6 +436,12 @@ async def drive(run: Run, args: argparse.Namespace) -> None:
                     run.check(torch_check.exit_code == 0 and " True " in f" {torch_check.stdout} ", "torch sees CUDA inside, as agent")
 
             with run.step("score the starting solution"):
+                start_setup = _start_setup(env, profile)
+                if start_setup is not None:  # the starting state as the environment defines it (e.g. the base model saved)
+                    from rebench_tui.calibrate import put_in_place
+
+                    info = put_in_place(session, env, start_setup, "start", progress=lambda m: log(f"   … {m}"))
+                    run.facts["start_setup"] = info
                 await score(pilot, "start 1")
                 for i in range(args.rescore_start):
                     await score(pilot, f"start {i + 2}")

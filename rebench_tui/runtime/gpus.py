@@ -176,8 +176,10 @@ def held_by(container_attrs: dict[str, Any]) -> tuple[str | None, list[str]]:
 # One line per thing seen. A host path is followed
 # through its links inside the host's root (an absolute link such as /usr/bin/nvidia-smi ->
 # /usr/local/nvidia/bin/nvidia-smi means the host's file, not one of this container's), and a
-# tool is reported at the path it leads to. Tools are looked for in the usual folders and beside
-# the driver's libraries (their folder's ../bin), where a driver outside the usual places keeps them.
+# tool is reported at the path it leads to. Tools are looked for beside the driver's libraries first
+# (their folder's ../bin, where a driver outside the usual places keeps them), then in the usual
+# folders; the driver's own program (an ELF file) wins over a wrapper script of the same name, which
+# may only find the real one through a PATH that the container does not have.
 LOOK_SCRIPT = r"""
 H=${REBENCH_LOOK_ROOT:-/run/rebench-host}
 resolve() {
@@ -201,13 +203,18 @@ if [ -f "$H/etc/ld.so.cache" ]; then
   LD=$(ldconfig -p -C "$H/etc/ld.so.cache" 2>/dev/null)
   printf '%s\n' "$LD" | sed 's/^/ld /'
   lib=$(printf '%s\n' "$LD" | sed -n 's/^[[:space:]]*libcuda\.so\.1 (.*x86-64.*) => //p' | head -1)
-  [ -n "$lib" ] && dirs="$dirs ${lib%/*}/../bin"
+  [ -n "$lib" ] && dirs="${lib%/*}/../bin $dirs"
 fi
+elf() { [ "$(head -c 4 "$1" 2>/dev/null | tail -c 3)" = ELF ]; }
 for t in """ + " ".join(DRIVER_TOOLS) + r"""; do
+  first=""
   for d in $dirs; do
     r=$(resolve "$d/$t")
-    if [ -f "$H$r" ] && [ -x "$H$r" ]; then echo "tool $t $r"; break; fi
+    [ -f "$H$r" ] && [ -x "$H$r" ] || continue
+    if elf "$H$r"; then first=$r; break; fi
+    [ -n "$first" ] || first=$r
   done
+  [ -n "$first" ] && echo "tool $t $first"
 done
 exit 0
 """

@@ -174,3 +174,29 @@ def test_a_tool_behind_an_absolute_link_is_found_where_the_link_leads_on_the_hos
     out = subprocess.run(["sh", "-c", LOOK_SCRIPT, "look", "/dev", ""], capture_output=True, text=True,
                          env={"REBENCH_LOOK_ROOT": str(root), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}, check=True).stdout
     assert dict(parse_look(out).tools) == {"nvidia-smi": "/usr/local/nvidia/bin/nvidia-smi"}, out
+
+
+def test_the_drivers_own_program_wins_over_a_wrapper_script_of_the_same_name(tmp_path):
+    """A host whose /usr/bin/nvidia-smi is a wrapper script that finds the real one on its PATH (the
+    H200 lent here: inside a container it printed "... leads back to this file: not found", exit
+    127): the look reports the ELF program, wherever it comes in the search."""
+    import shutil
+    import subprocess
+
+    from rebench_tui.runtime.gpus import LOOK_SCRIPT
+
+    root = tmp_path / "host"
+    (root / "usr/bin").mkdir(parents=True)
+    (root / "usr/local/bin").mkdir(parents=True)
+    (root / "dev").mkdir()
+    wrapper = root / "usr/bin/nvidia-smi"
+    wrapper.write_text("#!/bin/sh\nexec nvidia-smi \"$@\"\n")
+    wrapper.chmod(0o755)
+    shutil.copy("/bin/true", root / "usr/local/bin/nvidia-smi")  # an ELF program stands in for the driver's
+    out = subprocess.run(["sh", "-c", LOOK_SCRIPT, "look", "/dev", ""], capture_output=True, text=True,
+                         env={"REBENCH_LOOK_ROOT": str(root), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}, check=True).stdout
+    assert dict(parse_look(out).tools) == {"nvidia-smi": "/usr/local/bin/nvidia-smi"}, out
+    (root / "usr/local/bin/nvidia-smi").unlink()   # only the wrapper: better than nothing, and said as found
+    out = subprocess.run(["sh", "-c", LOOK_SCRIPT, "look", "/dev", ""], capture_output=True, text=True,
+                         env={"REBENCH_LOOK_ROOT": str(root), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}, check=True).stdout
+    assert dict(parse_look(out).tools) == {"nvidia-smi": "/usr/bin/nvidia-smi"}
