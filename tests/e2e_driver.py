@@ -211,7 +211,7 @@ def _bare_scorings(run: Run, session: Any, env: Any, profile: Any, reference: di
     """The same scorer on this machine outside any container, on the starting and the reference
     solution: a home and a protected folder laid out as the container has them (prepared assets
     linked in), the supervisor as root, the participant's processes as uid 1000."""
-    from rebench_tui.runtime.base import ASSETS_DIR, SCORER_LIB, STARTING_SOLUTION_DIR
+    from rebench_tui.runtime.base import ASSETS_DIR, SCORER_LIB, SECRETS_FILE, STARTING_SOLUTION_DIR
 
     probe = subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", sys.executable, "-c", "pass"],
                            capture_output=True, text=True)
@@ -230,11 +230,15 @@ def _bare_scorings(run: Run, session: Any, env: Any, profile: Any, reference: di
     if assets and (Path(assets) / "protected").is_dir():
         (prot / ASSETS_DIR).symlink_to(Path(assets) / "protected")
     subprocess.run(["chmod", "-R", "a+rX", str(lib)], check=True)
+    secrets = getattr(session.sandbox, "spec").secrets
+    if secrets:  # as the container has them: <protected>/secrets.env, root's alone (scorers start their own proxy from it)
+        (prot / SECRETS_FILE).write_text("".join(f"{k}={v}\n" for k, v in secrets.items()))
+        (prot / SECRETS_FILE).chmod(0o600)
     state = work / "state"
     state.mkdir(mode=0o700)
     homes = {"start": {}, **({"reference": reference} if reference else {})}
     results: list[dict[str, Any]] = []
-    with _host_services(run, profile, prot, getattr(session.sandbox, "spec").secrets, work):
+    with _host_services(run, profile, prot, secrets, work):
         _bare_homes(run, env, profile, homes, work, prot, lib, state, assets, n, results)
     run.facts["bare"] = results
 

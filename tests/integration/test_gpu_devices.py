@@ -53,17 +53,18 @@ case "$1" in
       echo "GPU 00000000:0$n:00.0"
       echo "    GPU UUID                              : GPU-00000000-0000-0000-0000-00000000000$n"
       echo "    Minor Number                          : $n"
-    done ;;
+    done
+    exit 0 ;;
   --query-gpu=*)
     for f in $(echo "${1#--query-gpu=}" | tr , ' '); do
       case "$known" in *" $f "*) ;; *) echo "Field \"$f\" is not a valid field to query."; exit 2 ;; esac
-    done
-    i=0
-    for n in $(gpus); do
-      echo "$i, GPU-00000000-0000-0000-0000-00000000000$n, Stand-in GPU, 81559, 0"
-      i=$((i + 1))
     done ;;
 esac
+i=0
+for n in $(gpus); do
+  echo "$i, GPU-00000000-0000-0000-0000-00000000000$n, Stand-in GPU, 81559, 0"
+  i=$((i + 1))
+done
 '''.replace("@KNOWN@", " ".join(KNOWN))
 
 
@@ -190,17 +191,19 @@ def test_each_session_gets_its_own_gpu_node_the_driver_and_nothing_more(fake_gpu
 
 
 def test_a_rehearsal_on_fewer_gpus_holds_that_many_and_says_so_and_a_finished_session_frees_them(
-        fake_gpu_host, docker_runtime, settings, env_copy, gpu_env, open_sessions):
+        fake_gpu_host, docker_runtime, settings, gpu_env, open_sessions, tmp_path):
     """A two-GPU profile on a host with one GPU free: refused with the rehearsal offered; with
     ``--gpus 1`` it holds one node and its record, status line and resume say so. Finishing and
     closing stops the container, so its GPU is free for the next session at once."""
     from rebench_tui.catalog import Rehearsal
 
-    def two_gpus(d: Path) -> None:
-        with (d / "environment.toml").open("a") as fh:
-            fh.write(GPU_PROFILE.replace("gpus = 1", "gpus = 2"))
+    import shutil
 
-    env = load_catalog(env_copy(FIXTURE_ENVS / "toy_score", two_gpus), KNOWN_IMAGES).get("toy_score")
+    root = tmp_path / "two-gpu-envs"
+    shutil.copytree(FIXTURE_ENVS / "toy_score", root / "toy_score", ignore=shutil.ignore_patterns("__pycache__"))
+    with (root / "toy_score" / "environment.toml").open("a") as fh:
+        fh.write(GPU_PROFILE.replace("gpus = 1", "gpus = 2"))
+    env = load_catalog(root, KNOWN_IMAGES).get("toy_score")
     docker_runtime.host_config = fake_gpu_host.host
     other = Session.create(gpu_env, "gpu", docker_runtime, settings.sessions)  # holds one of the two
     open_sessions.append(other)
@@ -214,7 +217,7 @@ def test_a_rehearsal_on_fewer_gpus_holds_that_many_and_says_so_and_a_finished_se
     assert len(nodes) == 1 and s.meta.gpus == 1 and s.sandbox.describe()["gpus"] == 1
     assert s.status_line().endswith("GPUs 1 of 2 (rehearsal)")
     started = json.loads((s.folder / "audit.jsonl").read_text().splitlines()[0])
-    assert "on 1 GPU(s) instead of 2 (a rehearsal)" in started["content"]["content"]
+    assert "on 1 GPU(s) instead of 2 (a rehearsal)" in started["content"]["content"][0]
     s.close()
     again = Session.open(s.folder, env, docker_runtime)  # resumed: still the rehearsal, not the profile's 2
     assert again.sandbox.spec.profile.gpus == 1 and again.status_line().endswith("(rehearsal)")
