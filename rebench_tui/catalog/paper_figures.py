@@ -73,12 +73,14 @@ def figures_lines(spread: StartSpread | None, run: RunAndScore | None) -> list[s
     if run is None:
         lines.append("one run and scoring: not given in the manifest")
     else:
-        took = "no figure" if run.time is None else _words(run.time)
+        took = "no figure" if run.time is None else duration_words(run.time)
         lines.append(f"one run and scoring: {took} ({run.source}) — {run.covers}")
     return lines
 
 
-def _words(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:g} h"
-    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+def duration_words(seconds: float) -> str:
+    """40 s, 8 min, 2.5 h: the largest unit that gives the figure with at most one decimal."""
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds >= size and (seconds / size * 10) % 1 == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"

@@ -221,3 +221,44 @@ def test_every_shipped_paper_row_names_its_source_and_the_papers_figures_are_giv
         assert run is not None and "Table 3" in run.source, env.id
         if run.scorer_runs_it:
             assert env.profile("gpu").score_timeout >= HEADROOM * run.time, env.id
+
+
+def test_the_gpu_defaults_are_the_values_the_manifests_say_they_follow(catalog):
+    """Where a gpu profile answers "same" to a size the paper (or a secondary source) gives, the code's
+    default is that size: the scorer's, prepare's and the resources' own figures, read from their files."""
+    import re
+
+    envs = catalog.root
+    gpu = re.search(r'"gpu": \{"batches": (\d+), "batch_size": (\d+)', (envs / "restricted_mlm" / "protected" / "score.py").read_text())
+    assert gpu and (int(gpu.group(1)), int(gpu.group(2))) == (2000, 8)
+    assert "2000 batches of 8" in catalog.get("restricted_mlm").manifest.paper.settings["evaluation_size"].paper
+
+    held = re.search(r'CHATRL_HELDOUT", "(\d+)"', (envs / "nanogpt_chat_rl" / "prepare.py").read_text())
+    assert held and int(held.group(1)) == 512
+    assert catalog.get("nanogpt_chat_rl").manifest.paper.settings["held_out"].paper.startswith("512 ")
+
+    rust = catalog.get("rust_codecontests")
+    assert rust.profile("gpu").memory >= 100 * 10**9 and "100 GB" in rust.manifest.paper.settings["hardware"].paper
+
+
+def test_the_readme_noise_table_quotes_every_manifests_paper_figures(catalog):
+    """The README's noise section says, per environment, what the manifest's [paper.start_spread] and
+    [paper.run_and_score] hold, and the gpu scorer's timeout: a manifest changed alone fails here."""
+    from rebench_tui.catalog.paper_figures import duration_words
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("**How noisy each environment is, by the paper.**", 1)[1].split("\n\n**", 1)[0]
+    rows = {cells[0].strip("` "): [c.strip() for c in cells[1:]]
+            for line in section.splitlines() if line.startswith("| `")
+            for cells in [line.strip("|").split("|")]}
+    assert sorted(rows) == sorted(catalog.environments)
+    for env in catalog.environments.values():
+        sd, share, run, timeout, _ = rows[env.id]
+        paper, published = env.manifest.paper, env.published
+        assert sd.split()[0] == f"{paper.start_spread.sd:g}", env.id
+        gap = abs(published.reference - published.start)
+        assert float(share.split()[0].rstrip(",")) == pytest.approx(paper.start_spread.sd / gap, abs=0.0015), env.id
+        t = paper.run_and_score.time
+        assert run.startswith("none given" if t is None else duration_words(t)), (env.id, run)
+        assert timeout == f"{env.profile('gpu').score_timeout:g} s", env.id
