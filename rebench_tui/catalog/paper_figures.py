@@ -46,7 +46,7 @@ class RunAndScore(_Frozen):
         return None if value is None else parse_duration(value)
 
     @model_validator(mode="after")
-    def _a_figure_to_keep_headroom_over(self) -> "RunAndScore":
+    def _a_figure_to_keep_headroom_over(self) -> RunAndScore:
         if self.scorer_runs_it and self.time is None:
             raise ValueError("scorer_runs_it needs the figure (time) that the scorer's timeout keeps headroom over")
         return self

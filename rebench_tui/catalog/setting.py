@@ -44,7 +44,7 @@ class PaperSetting(_Frozen):
     basis: Basis = Field("paper", description="paper | secondary | not found")
 
     @model_validator(mode="after")
-    def _cites_a_section(self) -> "PaperSetting":
+    def _cites_a_section(self) -> PaperSetting:
         if self.basis == "paper" and not CITATION.search(self.source):
             raise ValueError(f"source {self.source!r} names no section of the paper: cite it (e.g. 'RE-Bench appendix "
                              f"B.1.3', 'RE-Bench Table 3'), or set basis = \"secondary\" (naming who gives the value) "
