@@ -119,6 +119,7 @@ def list_cmd(verbose: bool) -> None:
             for p in map(env.profile, env.profile_names):
                 _print_anchors_detail(env, p, settings)
             out.print(_setting_table(env))
+            _print_paper_figures(env)
     if cat.problems:
         err.print(f"[bold red]{len(cat.problems)} problem(s):[/bold red]")
         for p in cat.problems:
@@ -189,10 +190,20 @@ def _setting_table(env) -> Table | str:
     for p in profiles:
         t.add_column(p.name)
     for (name, ps), *rows in zip(paper.settings.items(), *(p.setting for p in profiles)):  # setting_rows keeps the order
-        t.add_row(name, escape(ps.paper) + (f" [dim]({escape(ps.source)})[/dim]" if ps.source else ""),
+        t.add_row(name, escape(ps.paper) + f" [dim]({escape(ps.cited)})[/dim]",
                   *("[green]same[/green]" if r.same else f"[yellow]differs:[/yellow] {escape(r.here)} — {escape(r.why)}"
                     for r in rows))
     return t
+
+
+def _print_paper_figures(env) -> None:
+    """list -v: the paper's spread of the starting score (Table 4) and time for one scoring (Table 3)."""
+    from .catalog.paper_figures import figures_lines
+
+    paper = env.manifest.paper
+    if paper is not None:
+        for line in figures_lines(paper.start_spread, paper.run_and_score):
+            out.print(f"  {env.id}: {line}", highlight=False, markup=False)
 
 
 @main.command()

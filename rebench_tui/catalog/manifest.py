@@ -13,6 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from ..clock import parse_duration
 from ..scoring import Aggregation, Direction
+from .paper_figures import timeout_problems
 from .setting import PaperSpec, ProfileSetting, SettingRow, check_profiles, on_fewer_gpus, setting_rows
 
 if TYPE_CHECKING:
@@ -209,7 +210,11 @@ class Manifest(_Strict):
 
     @model_validator(mode="after")
     def _settings_answer_the_paper(self) -> "Manifest":
-        if problems := check_profiles(self.paper, self.profiles):
+        problems = check_profiles(self.paper, self.profiles)
+        if self.paper is not None:  # scorer timeouts keep headroom over the paper's time for one scoring
+            problems += timeout_problems(self.paper.run_and_score, {
+                name: spec.score_timeout or self.score.timeout for name, spec in self.profiles.items()})
+        if problems:
             raise ValueError("; ".join(problems))
         return self
 
