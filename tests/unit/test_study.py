@@ -4,51 +4,18 @@ rewrite of a finished session that local checks pass and the witness catches."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from rebench_tui.study.client import Collector
-from rebench_tui.study.ledger import Ledger
-from rebench_tui.study.server import CollectorServer
 from rebench_tui.study.witness import Witness
 from rebench_tui.trajectory.audit import read_entries
-
-
-class Study:
-    """A collector on 127.0.0.1 with a participant and a researcher; restartable on its port."""
-
-    def __init__(self, db):
-        self.db = db
-        self.ledger = Ledger(db)
-        self.tokens = {"ada": self.ledger.add("ada"), "bob": self.ledger.add("bob"),
-                       "res": self.ledger.add("res", "researcher")}
-        self.server = CollectorServer(self.ledger, ("127.0.0.1", 0))
-        self.port = self.server.server_address[1]
-        self.server.start()
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.port}"
-
-    def client(self, who, timeout=5.0):
-        return Collector(self.url, self.tokens[who], timeout=timeout)
-
-    def stop(self):
-        self.server.stop()
-        self.ledger.close()
-
-    def restart(self):
-        self.ledger = Ledger(self.db)
-        self.server = CollectorServer(self.ledger, ("127.0.0.1", self.port))
-        self.server.start()
+from tests.study_collector import Study
 
 
 @pytest.fixture
 def study(tmp_path):
     s = Study(tmp_path / "study.db")
     yield s
-    s.server.stop()
+    s.close()
 
 
 def answer(session, text):
@@ -82,3 +49,25 @@ def test_rows_are_witnessed_as_written_and_through_a_collector_restart(study, to
     assert [r["n"] for r in rows] == list(range(len(rows)))
     assert any(r["kind"] == "intermediateScore" for r in rows)
     w.stop(1)
+
+
+def test_the_consistent_rewrite_passes_verify_and_fails_the_witness(study, toy_session, fake_clock):
+    from rebench_tui.study.check import check_witnessed
+    from rebench_tui.trajectory.verify import verify
+    from tests.study_rewrite import rewrite_score
+
+    s = toy_session()
+    w = Witness(s.folder, study.client("ada"), retry_s=0.1).start(s.audit)
+    fake_clock.advance(600)
+    answer(s, "4")
+    s.submit("done")
+    s.close(pause_clock=None)
+    assert w.stop(10).current
+    assert check_witnessed(s.folder, study.client("ada")).ok
+
+    first = rewrite_score(s.folder, 4.0, 1.5)
+    assert verify(s.folder).ok, [str(f) for f in verify(s.folder).findings if not f.ok]  # local checks cannot tell
+    report = check_witnessed(s.folder, study.client("res"))
+    bad = [f for f in report.findings if not f.ok]
+    assert len(bad) == 1 and bad[0].line == first
+    assert "witnessed score 4" in bad[0].detail and "here score 1.5" in bad[0].detail
