@@ -119,7 +119,7 @@ class Ledger:
             run_id, new = self._check_session(who, session_id, info)
             count, prev = self._head_locked(session_id, run_id)
             if start > count:
-                raise Refused(409, f"rows from {start} sent, but the collector has only {count}: send from row {count}")
+                raise Refused(409, f"rows from line {start + 1} sent, but the collector has only {count}: send from line {count + 1}")
             fresh = []
             for i, item in enumerate(items):
                 n = start + i
@@ -128,7 +128,7 @@ class Ledger:
                     self._same_as_witnessed(session_id, n, row)
                     continue
                 if row["prev_hash"] != prev:
-                    raise Refused(409, f"row {n} does not chain onto witnessed row {n - 1}: "
+                    raise Refused(409, f"line {n + 1} does not chain onto witnessed line {n}: "
                                        "a witnessed row was changed, removed or reordered")
                 fresh.append((n, row))
                 prev, count = row["hash"], n + 1
@@ -162,7 +162,7 @@ class Ledger:
     def _same_as_witnessed(self, session_id: str, n: int, row: dict[str, Any]) -> None:
         old = list(self.db.query("SELECT hash FROM audit_rows WHERE session_id = ? AND n = ?", [session_id, n]))
         if old and old[0]["hash"] != row["hash"]:
-            raise Refused(409, f"row {n} differs from the row witnessed there: witnessed rows cannot be rewritten")
+            raise Refused(409, f"line {n + 1} differs from the row witnessed there: witnessed rows cannot be rewritten")
 
     def _insert(self, session_id: str, n: int, row: dict[str, Any], now: int) -> None:
         data = row.pop("data")
@@ -210,18 +210,18 @@ def parse_item(item: Any, n: int) -> dict[str, Any]:
     a stub with its hash and place in the chain."""
     if isinstance(item, str):
         if len(item) > MAX_ROW_CHARS:
-            raise Refused(413, f"row {n} is longer than {MAX_ROW_CHARS} characters: send its stub")
+            raise Refused(413, f"line {n + 1} is longer than {MAX_ROW_CHARS} characters: send its stub")
         claimed, actual = line_hash(item)
         try:
             data = json.loads(item)
         except ValueError:
-            raise Refused(400, f"row {n} is not JSON") from None
+            raise Refused(400, f"line {n + 1} is not JSON") from None
         if claimed is None or claimed != actual or not isinstance(data, dict) or data.get("hash") != claimed:
-            raise Refused(409, f"row {n}'s bytes do not match its hash")
+            raise Refused(409, f"line {n + 1}'s bytes do not match its hash")
         return _fields(data, item, n)
     if isinstance(item, dict) and {"hash", "prevHash", "calledAt"} <= item.keys():
         return _fields({**item, "content": {"type": str(item.get("kind", "stub"))}}, None, n)
-    raise Refused(400, f"row {n} is neither a log line nor a stub")
+    raise Refused(400, f"line {n + 1} is neither a log line nor a stub")
 
 
 def _fields(data: dict[str, Any], line: str | None, n: int) -> dict[str, Any]:
@@ -237,7 +237,7 @@ def _fields(data: dict[str, Any], line: str | None, n: int) -> dict[str, Any]:
         working = data.get("workingMs")
         working = None if working is None or (isinstance(working, float) and math.isnan(working)) else int(working)
     except (KeyError, TypeError, ValueError):
-        raise Refused(400, f"row {n} has no valid calledAt") from None
+        raise Refused(400, f"line {n + 1} has no valid calledAt") from None
     return {"called_at": called, "written_at": written, "working_ms": working, "kind": str(content.get("type", "")),
             "event": event, "hash": str(data["hash"]), "prev_hash": str(data.get("prevHash", "")), "line": line,
             "data": data}

@@ -129,6 +129,8 @@ class _Handler(BaseHTTPRequestHandler):
         return 200, {"rows": ledger.rows(m.group(1), start)}
 
     def _post(self, who: str, role: str, url, m) -> tuple[int, Any]:
+        if role != "participant":
+            raise Refused(403, f"{who} is a {role}: only a participant's token writes sessions")
         body = self._body()
         if m is None or m.group(2) != "rows":
             raise Refused(404, f"no such resource {url.path}")
