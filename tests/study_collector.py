@@ -11,9 +11,11 @@ from rebench_tui.study.server import CollectorServer
 class Study:
     """A collector on 127.0.0.1 with a participant and a researcher; restartable on its port."""
 
-    def __init__(self, db):
+    def __init__(self, db, now=None):
+        """``now``: the collector's clock (a test's fake clock, so both sides share one time)."""
         self.db = db
-        self.ledger = Ledger(db)
+        self.now = now
+        self.ledger = self._ledger()
         self.tokens = {"ada": self.ledger.add("ada"), "bob": self.ledger.add("bob"),
                        "res": self.ledger.add("res", "researcher")}
         self.server = CollectorServer(self.ledger, ("127.0.0.1", 0))
@@ -31,8 +33,11 @@ class Study:
         self.server.stop()
         self.ledger.close()
 
+    def _ledger(self):
+        return Ledger(self.db) if self.now is None else Ledger(self.db, now=self.now)
+
     def restart(self):
-        self.ledger = Ledger(self.db)
+        self.ledger = self._ledger()
         self.server = CollectorServer(self.ledger, ("127.0.0.1", self.port))
         self.server.start()
 

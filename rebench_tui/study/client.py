@@ -18,9 +18,14 @@ class CollectorUnreachable(RebenchError):
     """The collector did not answer (stopped, the network down, a TLS problem)."""
 
 
+FIXES = {401: "check the token in REBENCH_STUDY_TOKEN or the study-token file (the researcher can make a new one)",
+         403: "use a token that may do this: your own sessions with your own token, the study's view with a "
+              "researcher's token"}
+
+
 class CollectorRefused(RebenchError):
     def __init__(self, status: int, what: str) -> None:
-        super().__init__(what)
+        super().__init__(what, kept="nothing was changed at the collector", fix=FIXES.get(status))
         self.status = status
 
 

@@ -84,10 +84,10 @@ def status_cmd(url: str) -> None:
     sessions = collector_for(url, Settings()).study()
     t = Table(title=f"study at {url}: {len(sessions)} session(s)")
     for col in ("session", "participant", "env", "status", "working", "scorings", "counting", "last row", "gaps"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=True)
     for s in sessions:
         t.add_row(*status_row(s))
-    out.print(t)
+    (out if out.is_terminal else Console(soft_wrap=True, width=200)).print(t)
 
 
 def status_row(s: dict) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from ..scoring import Aggregation, counting_attempt
 
-GAP_MS = 60_000  # a row that reached the collector later than this after it was written was unwitnessed meanwhile
+GAP_MS = 60_000  # a row that reached the collector this much later than usual was unwitnessed meanwhile
 
 
 def summarize(ledger, now: Callable[[], float] = time.time) -> list[dict[str, Any]]:
@@ -20,8 +20,10 @@ def summarize(ledger, now: Callable[[], float] = time.time) -> list[dict[str, An
 def _one(ledger, s: dict[str, Any], now: float) -> dict[str, Any]:
     rows = ledger.rows(s["id"])
     working = [r["working_ms"] for r in rows if r["working_ms"] is not None]
+    # How late each row arrived, measured from the session's quickest row: the two machines' clocks
+    # need not agree, only tick at the same rate.
     lags = [r["received_at"] - r["written_at"] for r in rows]
-    late = [lag for lag in lags if lag > GAP_MS]
+    late = [lag - min(lags) for lag in lags if lag - min(lags) > GAP_MS]
     finished = any(r["event"] == "session_finished" for r in rows)
     return {
         "id": s["id"], "participant": s["participant"], "env_id": s["env_id"],

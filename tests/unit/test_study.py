@@ -12,8 +12,8 @@ from tests.study_collector import Study
 
 
 @pytest.fixture
-def study(tmp_path):
-    s = Study(tmp_path / "study.db")
+def study(tmp_path, fake_clock):
+    s = Study(tmp_path / "study.db", now=fake_clock.time)
     yield s
     s.close()
 
@@ -33,6 +33,7 @@ def test_rows_are_witnessed_as_written_and_through_a_collector_restart(study, to
     assert [r["hash"] for r in study.client("res").rows(s.id)] == local_hashes(s)
     assert w.words().startswith("witness: current")
 
+    before = len(local_hashes(s))
     study.stop()  # the collector goes away mid-session
     fake_clock.advance(60)
     answer(s, "4")
@@ -42,8 +43,14 @@ def test_rows_are_witnessed_as_written_and_through_a_collector_restart(study, to
     state = w.state()
     assert not state.current and "unreachable" in w.words() and "kept" in w.words()
 
+    fake_clock.advance(300)
     study.restart()  # the same database, the same port: the witness catches up by itself
     assert w.wait_current(10), w.words()
+    from rebench_tui.study.summary import summarize
+
+    (seen,) = summarize(study.ledger, now=fake_clock.time)
+    down = len(local_hashes(s)) - before  # the scoring and the note: written while nobody witnessed them
+    assert down == 2 and seen["gaps"] == down and seen["longest_gap_s"] == pytest.approx(300, abs=1)
     rows = study.client("res").rows(s.id)
     assert [r["hash"] for r in rows] == local_hashes(s)
     assert [r["n"] for r in rows] == list(range(len(rows)))
