@@ -112,7 +112,7 @@ class Witness:
         delay = self.retry_s
         while not self._stop.is_set():
             ok = self.sync()
-            delay = self.retry_s if ok else min(delay * 2, 30.0)
+            delay = self.retry_s if ok else min(delay * 2, 10.0)
             self._poke.wait(delay)
             self._poke.clear()
 

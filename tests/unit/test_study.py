@@ -78,3 +78,22 @@ def test_the_consistent_rewrite_passes_verify_and_fails_the_witness(study, toy_s
     bad = [f for f in report.findings if not f.ok]
     assert len(bad) == 1 and bad[0].line == first
     assert "witnessed score 4" in bad[0].detail and "here score 1.5" in bad[0].detail
+
+
+def test_a_hidden_environments_counting_score_stays_hidden(study, toy_session, env_copy):
+    from rebench_tui.study.summary import summarize
+    from tests.conftest import FIXTURE_ENVS
+
+    def hide(folder):
+        toml = folder / "environment.toml"
+        toml.write_text(toml.read_text().replace('direction = "lower"', 'direction = "lower"\nvisibility = "hidden"'))
+
+    s = toy_session(env_copy(FIXTURE_ENVS / "toy_score", hide))
+    assert s.hidden
+    w = Witness(s.folder, study.client("ada"), retry_s=0.1).start(s.audit)
+    s.score()
+    assert w.wait_current(10)
+    (seen,) = summarize(study.ledger)
+    assert seen["scorings"] == 1 and seen["counting"] == "hidden"
+    assert study.ledger.scorings(s.id)[0]["score"] == 10  # the researcher's database keeps the value
+    w.stop(1)
