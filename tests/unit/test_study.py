@@ -97,3 +97,16 @@ def test_a_hidden_environments_counting_score_stays_hidden(study, toy_session, e
     assert seen["scorings"] == 1 and seen["counting"] == "hidden"
     assert study.ledger.scorings(s.id)[0]["score"] == 10  # the researcher's database keeps the value
     w.stop(1)
+
+
+def test_a_collector_down_at_start_is_a_note_not_a_refusal(tmp_path):
+    import socket
+
+    from rebench_tui.study.attach import check_participant
+    from rebench_tui.study.client import Collector
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    note = check_participant(Collector(f"http://127.0.0.1:{port}", "t", timeout=1), "ada")
+    assert "does not answer now" in note and "sent once it does" in note

@@ -83,3 +83,18 @@ def test_finish_streams_and_verify_witness_fails_the_rewrite(study, toy_session,
     assert r.exit_code == 1
     assert f"FAIL witness (line {first}): differs from the row the collector witnessed" in r.output
     assert "witnessed score 4" in r.output and "here score 1.5" in r.output
+
+
+@pytest.mark.parametrize("who, extra, says", [
+    ("ada", [], "--study needs --participant"),
+    ("ada", ["--participant", "bob"], "this token is 'ada''s, not 'bob''s"),
+    (None, ["--participant", "ada"], "no study token"),
+])
+def test_start_refuses_before_anything_starts(study, tmp_path, who, extra, says):
+    env = as_(study, who or "ada", tmp_path)
+    if who is None:
+        env["REBENCH_STUDY_TOKEN"] = ""  # unset, and no token file in the config folder
+    r = CliRunner().invoke(main, ["start", "toy_score", "--runtime", "local", "--study", study.url, *extra,
+                                  "--sessions-dir", str(tmp_path / "sessions")], env=env, terminal_width=300)
+    assert r.exit_code == 2 and says in r.output, r.output
+    assert "nothing was started" in r.output and not (tmp_path / "sessions").exists()
