@@ -778,10 +778,12 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 @click.option("--html", is_flag=True, help="write compare.html (self-contained: the PNG embedded, tables)")
 @click.option("--csv", "csv_", is_flag=True, help="write curves.csv, score_at_k.csv, summary.csv, runs.csv")
 @click.option("--tui", is_flag=True, help="open the comparison on screen instead of printing it")
+@click.option("--study", "study_url", default=None, metavar="URL",
+              help="also every session a study's collector witnessed, read from its rows (a researcher's token)")
 def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: bool, sessions_dir: Path | None,
             envs: tuple[str, ...], budgets: tuple[str, ...], k_max: int | None, n_boot: int, seed: int, level: float,
             task: str | None, label: str | None, profile: str, anchors: str | None, finished_only: bool,
-            paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool) -> None:
+            paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool, study_url: str | None) -> None:
     """Compare human sessions with agent runs: best-so-far score vs working time, finals, score@k.
 
     SOURCES: session ids or folders, Inspect logs (.eval/.json), Vivaria JSON/JSONL (trace entries,
@@ -803,7 +805,8 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     settings = _settings(sessions_dir)
     resolver = resolver_for(settings, profile, anchors)
     got = gather(sources, resolver, sessions_dir=settings.sessions, humans_dirs=humans_dirs, no_humans=no_humans,
-                 envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only)
+                 envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only,
+                 runs=_study_runs(study_url, resolver, settings) if study_url else ())
 
     for w in got.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
@@ -827,6 +830,17 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
         from .compare.terminal import print_report
 
         print_report(out if out.is_terminal else Console(soft_wrap=True, width=160), result)
+
+
+def _study_runs(url: str, resolver, settings: Settings) -> list:
+    """Every session the collector at ``url`` witnessed, as runs read from the witnessed rows."""
+    from .compare.witnessed import read_witnessed, witnessed_rows
+    from .study.attach import collector_for
+
+    collector = collector_for(url, settings)
+    runs = [read_witnessed(s["id"], witnessed_rows([r["line"] for r in collector.rows(s["id"])]),
+                           f"{url} ({s['participant']})", resolver) for s in collector.study()]
+    return [r for r in runs if r is not None]
 
 
 def _add_study_commands() -> None:

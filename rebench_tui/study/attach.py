@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..config import Settings
 from ..errors import RebenchError
-from ..trajectory.records import STATE
 from ..trajectory.entries import log
+from ..trajectory.records import STATE
 from .client import Collector, CollectorRefused, CollectorUnreachable, load_token
 from .witness import Witness
 

@@ -11,6 +11,7 @@ import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
+
 from ..trajectory.audit import line_hash
 from ..trajectory.records import AUDIT, META
 from ..trajectory.verify import Report

@@ -119,7 +119,8 @@ class Ledger:
             run_id, new = self._check_session(who, session_id, info)
             count, prev = self._head_locked(session_id, run_id)
             if start > count:
-                raise Refused(409, f"rows from line {start + 1} sent, but the collector has only {count}: send from line {count + 1}")
+                raise Refused(409, f"rows from line {start + 1} sent, but the collector has only {count}: "
+                                   f"send from line {count + 1}")
             fresh = []
             for i, item in enumerate(items):
                 n = start + i

@@ -81,13 +81,13 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 30  # a client that stops sending mid-request is dropped
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: the ledger keeps refusals
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the ledger keeps the refusals
         return
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._answer(self._get)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._answer(self._post)
 
     def _answer(self, fn) -> None:

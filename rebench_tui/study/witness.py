@@ -125,7 +125,7 @@ class Witness:
                     self._resync()
                 lines = self._unsent()
                 while lines:
-                    batch, size = self._batch(lines)
+                    batch = self._batch(lines)
                     answer = self.collector.send(self.session_id, self._acked, batch, self.info)
                     sent = lines[:len(batch)]
                     self._acked = int(answer["count"])
@@ -165,7 +165,7 @@ class Witness:
         return lines
 
     @staticmethod
-    def _batch(lines: list[str]) -> tuple[list[Any], int]:
+    def _batch(lines: list[str]) -> list[Any]:
         batch: list[Any] = []
         size = 0
         for line in lines[:MAX_BATCH_ROWS]:
@@ -175,4 +175,4 @@ class Witness:
                 break
             batch.append(item)
             size += cost
-        return batch, size
+        return batch

@@ -57,6 +57,13 @@ def test_two_concurrent_sessions_are_listed_with_their_state(study, toy_session,
     assert "2 session(s)" in r.output
     r = CliRunner().invoke(main, ["study", "status", study.url], env=as_(study, "ada", tmp_path))
     assert r.exit_code == 2 and "only a researcher" in r.output and "next: use a token" in r.output
+    r = CliRunner().invoke(main, ["compare", "--study", study.url, "--no-humans", "--bootstrap", "0",
+                                  "--finished-only", "--csv", "-o", str(tmp_path / "report")],
+                           env=as_(study, "res", tmp_path), terminal_width=250)
+    assert r.exit_code == 0, r.output
+    runs = (tmp_path / "report" / "runs.csv").read_text()
+    assert a.id in runs and b.id not in runs  # read from the collector; only the finished one with --finished-only
+    assert "(ada),toy_score,human,human,True,2,900.0,4.0,0.75," in runs  # its scorings, working time, final score
     wa.stop(1)
     wb.stop(1)
 
