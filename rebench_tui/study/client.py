@@ -100,7 +100,13 @@ class Collector:
             raise
 
     def rows(self, session_id: str, start: int = 0) -> list[dict[str, Any]]:
-        return self.request("GET", f"/v1/sessions/{session_id}/rows?from={start}")["rows"]
+        """Every witnessed row from ``start`` on, page after page."""
+        out: list[dict[str, Any]] = []
+        while True:
+            page = self.request("GET", f"/v1/sessions/{session_id}/rows?from={start + len(out)}")["rows"]
+            out += page
+            if not page:
+                return out
 
     def send(self, session_id: str, start: int, items: list[Any], info: dict[str, Any]) -> dict[str, Any]:
         return self.request("POST", f"/v1/sessions/{session_id}/rows", {"session": info, "from": start, "rows": items})

@@ -89,7 +89,8 @@ class Ledger:
 
     # -- sessions -------------------------------------------------------------------------
     def owner(self, session_id: str) -> str | None:
-        rows = list(self.db.query("SELECT participant FROM sessions WHERE id = ?", [session_id]))
+        with self._lock:
+            rows = list(self.db.query("SELECT participant FROM sessions WHERE id = ?", [session_id]))
         return rows[0]["participant"] if rows else None
 
     def may_read(self, who: str, role: str, session_id: str) -> None:
@@ -105,11 +106,13 @@ class Ledger:
                                       [session_id]))
         return {"count": rows[0]["n"] + 1 if rows else 0, "head": rows[0]["hash"] if rows else None}
 
-    def rows(self, session_id: str, start: int = 0) -> list[dict[str, Any]]:
+    def rows(self, session_id: str, start: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """Witnessed rows from ``start`` on (at most ``limit`` of them)."""
         with self._lock:
             return list(self.db.query(
                 "SELECT n, called_at, written_at, working_ms, kind, event, hash, prev_hash, line, received_at "
-                "FROM audit_rows WHERE session_id = ? AND n >= ? ORDER BY n", [session_id, start]))
+                "FROM audit_rows WHERE session_id = ? AND n >= ? ORDER BY n LIMIT ?",
+                [session_id, start, -1 if limit is None else limit]))
 
     def append(self, who: str, session_id: str, start: int, items: list[Any], info: dict[str, Any]) -> dict[str, Any]:
         """Witness rows ``start``, ``start+1``… of a session owned by ``who``. Rows already

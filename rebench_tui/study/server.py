@@ -3,7 +3,7 @@ one bearer token per participant.
 
     POST /v1/sessions/<id>/rows   {"session": {"run_id", "env_id"}, "from": n, "rows": [line | stub, ...]}
     GET  /v1/sessions/<id>/head   {"count", "head"}                      (its owner, or a researcher)
-    GET  /v1/sessions/<id>/rows?from=n  {"rows": [...]}                  (its owner, or a researcher)
+    GET  /v1/sessions/<id>/rows?from=n  {"rows": [...]}, a page of rows  (its owner, or a researcher)
     GET  /v1/whoami               {"participant", "role"}                 (any token)
     GET  /v1/study                {"sessions": [...]}, with summaries    (a researcher)
 
@@ -27,6 +27,7 @@ from .ledger import Ledger, Refused
 from .summary import summarize
 
 MAX_BODY = 8 << 20
+ROWS_PER_ANSWER = 2000  # a long session's rows come in pages (the client asks on from the last one)
 SESSION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 ROUTE = re.compile(r"^/v1/sessions/([^/]+)/(rows|head)$")
 
@@ -35,10 +36,11 @@ class CollectorServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, ledger: Ledger, address: tuple[str, int], *, max_body: int = MAX_BODY,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, rows_per_answer: int = ROWS_PER_ANSWER) -> None:
         super().__init__(address, _Handler)
         self.ledger = ledger
         self.max_body = max_body
+        self.rows_per_answer = rows_per_answer
         if tls is not None:  # the handshake happens on the request's own thread (finish_request)
             self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
 
@@ -126,7 +128,7 @@ class _Handler(BaseHTTPRequestHandler):
         if m.group(2) == "head":
             return 200, ledger.head(m.group(1))
         start = _int(parse_qs(url.query).get("from", ["0"])[0])
-        return 200, {"rows": ledger.rows(m.group(1), start)}
+        return 200, {"rows": ledger.rows(m.group(1), start, self.server.rows_per_answer)}
 
     def _post(self, who: str, role: str, url, m) -> tuple[int, Any]:
         if role != "participant":

@@ -176,3 +176,12 @@ def _self_signed(tmp_path):
     key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()))
     return cert_path, key_path
+
+
+def test_a_long_sessions_rows_come_in_pages(study):
+    study.server.rows_per_answer = 3
+    ada = study.client("ada")
+    ada.send("s1", 0, lines(8), INFO)
+    got = ada.rows("s1")
+    assert [r["n"] for r in got] == list(range(8))
+    assert [r["n"] for r in ada.rows("s1", 5)] == [5, 6, 7]
