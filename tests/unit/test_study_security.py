@@ -182,6 +182,7 @@ def test_a_long_sessions_rows_come_in_pages(study):
     study.server.rows_per_answer = 3
     ada = study.client("ada")
     ada.send("s1", 0, lines(8), INFO)
+    assert len(ada.request("GET", "/v1/sessions/s1/rows?from=0")["rows"]) == 3  # one answer is one page
     got = ada.rows("s1")
     assert [r["n"] for r in got] == list(range(8))
     assert [r["n"] for r in ada.rows("s1", 5)] == [5, 6, 7]
