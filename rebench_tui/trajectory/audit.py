@@ -224,8 +224,11 @@ class AuditLog:
             self._held = lines
             raise
         self.batches += 1
-        for fn in list(self.on_written):
-            fn()  # must not block nor raise: it only wakes whoever sends the rows on
+        for fn in list(self.on_written):  # it only wakes whoever sends the rows on; the write has succeeded
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - a listener's trouble is not the write's
+                pass
 
     def _wait_durable(self) -> None:
         """Return once every row queued before this call is on disk; raise if the write that
