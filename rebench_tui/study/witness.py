@@ -25,6 +25,10 @@ MAX_BATCH_CHARS = 4 << 20  # well under the collector's default request bound
 MAX_BATCH_ROWS = 2000
 
 
+class _Shortfall(Exception):
+    """The audit log has fewer rows than the collector witnessed."""
+
+
 @dataclass(frozen=True)
 class WitnessState:
     local: int  # rows in the session's audit log (as last read)
@@ -138,6 +142,9 @@ class Witness:
             except CollectorRefused as exc:
                 self._error = f"refused: {exc.what.split(': ', 1)[-1]}"
                 self._acked = None  # ask the collector again where it stands before the next try
+            except _Shortfall as exc:
+                self._error = str(exc)
+                self._acked = None
             return False
 
     def _resync(self) -> None:
@@ -145,12 +152,17 @@ class Witness:
         self._acked = int(head["count"])
         self._since = self._now()
         self._offset = 0
+        have = 0
         with open(self.folder / AUDIT, "rb") as fh:
             for _ in range(self._acked):
                 line = fh.readline()
                 if not line.endswith(b"\n"):
                     break
                 self._offset += len(line)
+                have += 1
+        if have < self._acked:
+            self._local = have
+            raise _Shortfall(f"the collector witnessed {self._acked} rows but the audit log has {have}: rows were removed")
 
     def _unsent(self) -> list[str]:
         path = self.folder / AUDIT

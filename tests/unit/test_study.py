@@ -110,3 +110,15 @@ def test_a_collector_down_at_start_is_a_note_not_a_refusal(tmp_path):
         port = sock.getsockname()[1]
     note = check_participant(Collector(f"http://127.0.0.1:{port}", "t", timeout=1), "ada")
     assert "does not answer now" in note and "sent once it does" in note
+
+
+def test_a_log_cut_below_what_was_witnessed_is_never_called_current(study, toy_session):
+    s = toy_session()
+    s.note("one more row")
+    w = Witness(s.folder, study.client("ada"), retry_s=0.1)
+    assert w.wait_current(10)
+    log = s.folder / "audit.jsonl"
+    log.write_text("".join(log.read_text().splitlines(keepends=True)[:1]))  # rows removed by hand
+    w2 = Witness(s.folder, study.client("ada"), retry_s=0.1)  # the session opened again
+    assert not w2.wait_current(0.5)
+    assert "rows were removed" in w2.words() and not w2.state().current
