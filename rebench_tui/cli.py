@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -256,16 +257,30 @@ def calibrate(env_id: str, profile: str | None, runs: int, runtime_kind: str, pa
               f"(calibration session records: {cal.session})", highlight=False)
 
 
+def _witness(session, settings: Settings | None = None):
+    """Stream the session's rows to its study's collector, if it belongs to a study."""
+    from .study.attach import witness_session
+
+    return witness_session(session, settings or _settings())
+
+
+def _unwitness(witness) -> None:
+    if witness is not None:
+        err.print(witness.stop().words(time.time()), highlight=False, markup=False)
+
+
 def _run_app(session) -> None:
     from .tui.app import RebenchApp
 
     settings = _settings()
-    app = RebenchApp(session, keymap_path=settings.keymap_file, agent_runs=settings.agent_runs)
+    witness = _witness(session, settings)
+    app = RebenchApp(session, keymap_path=settings.keymap_file, agent_runs=settings.agent_runs, witness=witness)
     try:
         app.run()
     finally:
         if session.lock.held:  # the app never mounted (e.g. no terminal): close the session cleanly
             session.close(pause_clock=True)
+        _unwitness(witness)
     state = "finished" if session.finished else ("clock running" if session.wclock.running else "clock paused")
     err.print(f"session {session.id} ({state}); records in {session.folder}", highlight=False)
     if session.finished and session.sandbox.describe().get("gpus") and not session.sandbox.is_running():
@@ -282,19 +297,25 @@ def _run_app(session) -> None:
 @click.option("--runtime", "runtime_kind", type=click.Choice(["auto", "docker", "local"]), default="auto",
               help="auto: Docker if an engine answers, else local (not isolated)")
 @click.option("--host", default=None, help="a label from the hosts file or an engine URL, e.g. ssh://user@gpu-host (default: the first listed host with the GPUs free, else DOCKER_HOST or the local socket)")
+@click.option("--study", "study_url", default=None, metavar="URL",
+              help="a study's collector: every record is sent to it as it is written (token: REBENCH_STUDY_TOKEN "
+                   "or ~/.config/rebench-tui/study-token)")
+@click.option("--participant", default=None, help="your participant id in the study (with --study)")
 @sessions_dir_opt
 @click.option("--gpus", type=click.IntRange(min=1), default=None,
               help="rehearse on fewer GPUs than the profile asks for (recorded as a difference from the paper's setting)")
 @click.option("--stand-ins", "standins", is_flag=True,
               help="rehearse without the outside service the profile needs (a judge, a code model): its stand-in answers instead (recorded)")
 def start(env_id: str, profile: str | None, time_limit: float | None, runtime_kind: str, host: str | None,
-          sessions_dir: Path | None, gpus: int | None, standins: bool) -> None:
+          study_url: str | None, participant: str | None, sessions_dir: Path | None, gpus: int | None, standins: bool) -> None:
     """Open ENV_ID in a new session and start the clock."""
     from .assets import AssetStore
     from .catalog import Rehearsal
     from .session import Session
 
     settings = _settings(sessions_dir)
+    if study_url is not None:
+        _check_study(study_url, participant, settings)
     env = workstation.catalog(settings).get(env_id)
     limit = time_limit
     choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=host, gpus=gpus,
@@ -313,7 +334,22 @@ def start(env_id: str, profile: str | None, time_limit: float | None, runtime_ki
     session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
                              store=_store(settings), progress=_progress, asset_store=AssetStore(settings.cache_dir),
                              secrets=secret_values, rehearsal=Rehearsal(gpus, standins))
+    if study_url is not None:
+        from .study.attach import bind
+
+        bind(session, study_url, participant)
     _run_app(session)
+
+
+def _check_study(url: str, participant: str | None, settings: Settings) -> None:
+    """Before anything starts: a participant id, a token that is theirs (a collector down now is only a note)."""
+    from .study.attach import check_participant, collector_for
+
+    if not participant:
+        raise RebenchError("--study needs --participant", kept="nothing was started", fix="add --participant YOUR_ID")
+    note = check_participant(collector_for(url, settings), participant)
+    if note:
+        err.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
 
 
 def _store(settings):
@@ -355,10 +391,12 @@ def resume(session_id: str | None, sessions_dir: Path | None) -> None:
 def score(session_id: str | None, sessions_dir: Path | None) -> None:
     """Score a session once without the screen (the clock is left as it is)."""
     session = _open_session(session_id, sessions_dir)
+    witness = _witness(session)
     try:
         rec = session.score()
     finally:
         session.close(pause_clock=None)
+        _unwitness(witness)
     if rec is None:
         err.print("scoring cancelled")
         return
@@ -380,6 +418,7 @@ def finish(session_id: str | None, submission: str, sessions_dir: Path | None) -
     it finishes as 'time_limit', before it as a submission. The session finishes even if that
     last scoring fails; the error is then printed."""
     session = _open_session(session_id, sessions_dir)
+    witness = _witness(session)
     try:
         if session.finished:
             err.print(f"session {session.id} is already finished ({session.meta.finish_reason}); nothing to do")
@@ -387,6 +426,7 @@ def finish(session_id: str | None, submission: str, sessions_dir: Path | None) -
         rec = session.finish_at_time_limit() if session.wclock.expired else session.submit(submission)
     finally:
         session.close(pause_clock=None)
+        _unwitness(witness)
     best = session.final()
     shown = "hidden" if session.hidden else ("none (no valid scoring)" if best is None else
                                              f"{best.score:.6g} (normalized {best.normalized:.4g})")
@@ -396,8 +436,10 @@ def finish(session_id: str | None, submission: str, sessions_dir: Path | None) -
 
 @main.command("verify")
 @click.argument("session_ids", nargs=-1)
+@click.option("--witness", "witness_url", default=None, metavar="URL",
+              help="also compare every row with what the study's collector at URL witnessed")
 @sessions_dir_opt
-def verify_cmd(session_ids: tuple[str, ...], sessions_dir: Path | None) -> None:
+def verify_cmd(session_ids: tuple[str, ...], witness_url: str | None, sessions_dir: Path | None) -> None:
     """Check sessions' records: hash chain, trace-entry contract, score log, final score, files.
 
     Exits 1 if any check fails, naming the first bad line. Default: every session."""
@@ -411,6 +453,11 @@ def verify_cmd(session_ids: tuple[str, ...], sessions_dir: Path | None) -> None:
     bad = 0
     for folder in folders:
         report = verify(folder)
+        if witness_url is not None:
+            from .study.attach import collector_for
+            from .study.check import check_witnessed
+
+            report.findings += check_witnessed(folder, collector_for(witness_url, settings)).findings
         bad += not report.ok
         out.print(f"[bold]{folder.name}[/bold]: " + ("[green]verified[/green]" if report.ok else "[red]FAILED[/red]"))
         for f in report.findings:
@@ -756,10 +803,12 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 @click.option("--html", is_flag=True, help="write compare.html (self-contained: the PNG embedded, tables)")
 @click.option("--csv", "csv_", is_flag=True, help="write curves.csv, score_at_k.csv, summary.csv, runs.csv")
 @click.option("--tui", is_flag=True, help="open the comparison on screen instead of printing it")
+@click.option("--study", "study_url", default=None, metavar="URL",
+              help="also every session a study's collector witnessed, read from its rows (a researcher's token)")
 def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: bool, sessions_dir: Path | None,
             envs: tuple[str, ...], budgets: tuple[str, ...], k_max: int | None, n_boot: int, seed: int, level: float,
             task: str | None, label: str | None, profile: str, anchors: str | None, finished_only: bool,
-            paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool) -> None:
+            paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool, study_url: str | None) -> None:
     """Compare human sessions with agent runs: best-so-far score vs working time, finals, score@k.
 
     SOURCES: session ids or folders, Inspect logs (.eval/.json), Vivaria JSON/JSONL (trace entries,
@@ -781,7 +830,8 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     settings = _settings(sessions_dir)
     resolver = resolver_for(settings, profile, anchors)
     got = gather(sources, resolver, sessions_dir=settings.sessions, humans_dirs=humans_dirs, no_humans=no_humans,
-                 envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only)
+                 envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only,
+                 runs=_study_runs(study_url, resolver, settings) if study_url else ())
 
     for w in got.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
@@ -806,6 +856,26 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
 
         print_report(out if out.is_terminal else Console(soft_wrap=True, width=160), result)
 
+
+def _study_runs(url: str, resolver, settings: Settings) -> list:
+    """Every session the collector at ``url`` witnessed, as runs read from the witnessed rows."""
+    from .compare.witnessed import read_witnessed, witnessed_rows
+    from .study.attach import collector_for
+
+    collector = collector_for(url, settings)
+    runs = [read_witnessed(s["id"], witnessed_rows([r["line"] for r in collector.rows(s["id"])]),
+                           f"{url} ({s['participant']})", resolver) for s in collector.study()]
+    return [r for r in runs if r is not None]
+
+
+def _add_study_commands() -> None:
+    from .study.commands import collector, study
+
+    main.add_command(collector)
+    main.add_command(study)
+
+
+_add_study_commands()
 
 if __name__ == "__main__":
     main()

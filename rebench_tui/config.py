@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     docker_host: str | None = None
     secrets_file: Path | None = None  # default: <config_dir>/secrets.env
     hosts_file: Path | None = None  # default: <config_dir>/hosts.toml
+    study_token: str | None = None  # a study participant's (or researcher's) collector token
+    study_token_file: Path | None = None  # default: <config_dir>/study-token
+    study_ca: Path | None = None  # the certificate (or CA) a collector's HTTPS is checked against
     agent_runs: str | None = None  # agent runs the screen's compare key shows beside the sessions
 
     @cached_property

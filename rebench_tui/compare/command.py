@@ -54,8 +54,10 @@ class Gathered:
 
 def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path, humans_dirs: Sequence[Path] = (),
            no_humans: bool = False, envs: Sequence[str] = (), finished_only: bool = False, task: str | None = None,
-           label: str | None = None, paper_setting_only: bool = False) -> Gathered:
+           label: str | None = None, paper_setting_only: bool = False, runs: Sequence[Run] = ()) -> Gathered:
+    """``runs``: runs read elsewhere (a study's witnessed sessions), compared with the sources'."""
     loaded = load_sources(sources, resolver, sessions_dir=sessions_dir, task=task, label=label)
+    loaded.add(runs)
     for folder in humans_dirs:
         if not folder.is_dir():
             raise CompareError(f"--humans {folder}: no such folder")

@@ -57,9 +57,10 @@ class RebenchApp(App[None]):
     ]
 
     def __init__(self, session: Session, *, keymap_path: Path | None = None, tick_s: float = 0.25,
-                 watch_files: bool = True, agent_runs: str | None = None) -> None:
+                 watch_files: bool = True, agent_runs: str | None = None, witness=None) -> None:
         super().__init__()
         self.session = session
+        self.witness = witness  # a study's witness (study.witness.Witness): its state is on the status line
         self.tick_s = tick_s
         self.watch_files = watch_files
         self.keymap_path = keymap_path
@@ -114,7 +115,13 @@ class RebenchApp(App[None]):
         s = self.session
         warn = "" if s.sandbox.isolated else "  ⚠ NOT ISOLATED (local runtime): commands and the scorer run as you"
         link = "" if link_up else f"  ⚠ LINK DOWN to {s.sandbox.host}: reconnecting; the clock keeps running, records are kept"
-        return f"{s.meta.title} · {s.status_line()} · session {s.id}{warn}{link}"
+        seen = "" if self.witness is None else f" · {self.witness.words()}"
+        return f"{s.meta.title} · {s.status_line()} · session {s.id}{seen}{warn}{link}"
+
+    def _show_witness(self) -> None:
+        status = self.query_one("#status", Static)
+        status.update(self._status_text(self._link_up))
+        status.set_class(not self.witness.state().current, "witness-behind")
 
     def _show_link(self, up: bool) -> None:
         self._link_up = up
@@ -133,6 +140,8 @@ class RebenchApp(App[None]):
             self._command(self._start_recording, group="watch")
         self.refresh_clock()
         self.set_interval(self.tick_s, self.refresh_clock)
+        if self.witness is not None:
+            self.set_interval(1.0, self._show_witness)
         if self.session.finished:
             self.query_one(FileFeed).add_line("this session is finished: records are read-only, scoring is closed")
         for note in self.session.resume_notes:  # e.g. a scoring the app died during, settled on reopening
