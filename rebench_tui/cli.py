@@ -268,11 +268,17 @@ def _run_app(session) -> None:
 @click.option("--runtime", "runtime_kind", type=click.Choice(["auto", "docker", "local"]), default="auto",
               help="auto: Docker if an engine answers, else local (not isolated)")
 @click.option("--host", default=None, help="a label from the hosts file or an engine URL, e.g. ssh://user@gpu-host (default: the first listed host with the GPUs free, else DOCKER_HOST or the local socket)")
+@click.option("--participant", "participant_id", default=None, help="who works in this session (an id, kept in the record)")
+@click.option("--internet/--no-internet", default=None, help="whether the participant may use the internet (default: not stated)")
+@click.option("--ai-tools", type=click.Choice(["yes", "no", "unknown"]), default="unknown",
+              help="whether the participant may use AI tools (LLM assistants)")
 @sessions_dir_opt
-def start(env_id: str, profile: str | None, time_limit: float | None, runtime_kind: str, host: str | None, sessions_dir: Path | None) -> None:
+def start(env_id: str, profile: str | None, time_limit: float | None, runtime_kind: str, host: str | None,
+          participant_id: str | None, internet: bool | None, ai_tools: str, sessions_dir: Path | None) -> None:
     """Open ENV_ID in a new session and start the clock."""
     from .assets import AssetStore
     from .session import Session
+    from .trajectory.records import participant_of
 
     settings = _settings(sessions_dir)
     env = workstation.catalog(settings).get(env_id)
@@ -286,7 +292,7 @@ def start(env_id: str, profile: str | None, time_limit: float | None, runtime_ki
     secret_values = workstation.resolve_secrets(env, choice.profile, settings)  # before anything starts
     session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
                              store=_store(settings), progress=_progress, asset_store=AssetStore(settings.cache_dir),
-                             secrets=secret_values)
+                             secrets=secret_values, participant=participant_of(participant_id, internet, ai_tools))
     _run_app(session)
 
 

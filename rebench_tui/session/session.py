@@ -22,7 +22,7 @@ from ..clock import Clock
 from ..runtime import Runtime, Sandbox
 from ..scoring import Attempt
 from ..store import Store
-from ..trajectory.records import CountingScore, ScoreRecord, SessionMeta
+from ..trajectory.records import CountingScore, Participant, ScoreRecord, SessionMeta
 from .core import SessionCore
 from .ending import Ending
 from .events import Listener, SessionEvent
@@ -57,12 +57,12 @@ class Session:
                time_limit_s: float | None = None, clock: Clock | None = None, store: Store | None = None,
                progress: Callable[[str], None] = lambda _m: None, extra_env: dict[str, str] | None = None,
                asset_store: AssetStore | None = None, secrets: dict[str, str] | None = None,
-               anchors: Anchors | None = None) -> "Session":
+               anchors: Anchors | None = None, participant: Participant | None = None) -> "Session":
         """A new session. ``anchors``: what its scores are normalized with (the CLI passes the
         anchors in effect on this host, ``catalog.anchors_in_effect``); default: the manifest's."""
         return create_session(cls, env, profile_name, runtime, sessions_dir, time_limit_s=time_limit_s, clock=clock,
                               store=store, progress=progress, extra_env=extra_env, asset_store=asset_store,
-                              secrets=secrets, anchors=anchors)
+                              secrets=secrets, anchors=anchors, participant=participant)
 
     @classmethod
     def open(cls, folder: Path, env: Environment, runtime: Runtime, *, clock: Clock | None = None,

@@ -19,7 +19,7 @@ from typing import Any
 import pydantic_core
 
 from ..errors import RebenchError
-from ..scoring import Aggregation, Attempt, attempt_fingerprint, counting_attempt, group_attempts, normalize
+from ..scoring import Attempt, attempt_fingerprint, is_recount, normalize
 from .records import AUDIT, META, WORKSPACE, CountingScore, SessionMeta
 
 INSTRUCTIONS = f"{WORKSPACE}/instructions.txt"
@@ -307,16 +307,28 @@ class SessionRecords:
     @cached_property
     def attempts(self) -> list[Attempt]:
         """The scorings grouped into attempts (same fingerprint: re-scores of the same files)."""
-        return group_attempts([s.value for s in self.scorings], [s.fingerprint for s in self.scorings])
+        return self.meta.rule().attempts([s.value for s in self.scorings], [s.fingerprint for s in self.scorings])
 
     @cached_property
     def counting(self) -> CountingScore | None:
-        """The score that counts by the rule (``scoring.counting_attempt``), from the log: the median
-        of the best attempt's valid scorings. For a finished session it is session.json's final
-        score (``rebench-tui verify`` checks that they agree)."""
-        a = counting_attempt([s.value for s in self.scorings], Aggregation(self.meta.aggregation),
-                             [s.fingerprint for s in self.scorings])
-        return None if a is None else CountingScore.of(a, [s.attempt for s in self.scorings], self.normalize)
+        """The score that counts by the rule (``SessionMeta.rule``), from the log: the median of the
+        best attempt's valid scorings, or the finish's recount. For a finished session it is
+        session.json's final score (``rebench-tui verify`` checks that they agree)."""
+        a = self.meta.rule().attempt([s.value for s in self.scorings], [s.fingerprint for s in self.scorings],
+                                     self.recounts)
+        return None if a is None else CountingScore.of(a, [s.attempt for s in self.scorings], self.normalize,
+                                                       self.recounts)
+
+    @property
+    def recounts(self) -> list[bool]:
+        """Which scorings the finish took to recount the leading attempt (``scoring.is_recount``)."""
+        return [is_recount(s.details) for s in self.scorings]
+
+    @property
+    def paper_score(self) -> float:
+        """The score by RE-Bench's rule: the best valid scoring the participant asked for (the last
+        for ``last``), recounts left out (``scoring.Rule.paper``); NaN if none is valid."""
+        return self.meta.rule().paper([s.value for s in self.scorings], self.recounts)
 
     @property
     def final_scoring(self) -> Scoring | None:
