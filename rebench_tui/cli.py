@@ -736,10 +736,18 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 @click.option("--html", is_flag=True, help="write compare.html (self-contained: the PNG embedded, tables)")
 @click.option("--csv", "csv_", is_flag=True, help="write curves.csv, score_at_k.csv, summary.csv, runs.csv")
 @click.option("--tui", is_flag=True, help="open the comparison on screen instead of printing it")
+@click.option("--rule", type=click.Choice(["paper", "robust"]), default="paper", show_default=True,
+              help="how every run is counted, human or agent: paper = the best single scoring (comparable with METR's "
+                   "numbers); robust = attempts' medians and the finish's recount (runs without fingerprints are left out)")
+@click.option("--participant", "participants", multiple=True, help="only human sessions of this participant id (repeatable)")
+@click.option("--ai-tools", type=click.Choice(["yes", "no", "unknown"]), default=None,
+              help="only human sessions whose participant could (yes) or could not (no) use AI tools")
+@click.option("--internet/--no-internet", default=None, help="only human sessions with (or without) the internet allowed")
 def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: bool, sessions_dir: Path | None,
             envs: tuple[str, ...], budgets: tuple[str, ...], k_max: int | None, n_boot: int, seed: int, level: float,
             task: str | None, label: str | None, profile: str, anchors: str | None, finished_only: bool,
-            paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool) -> None:
+            paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool, rule: str,
+            participants: tuple[str, ...], ai_tools: str | None, internet: bool | None) -> None:
     """Compare human sessions with agent runs: best-so-far score vs working time, finals, score@k.
 
     SOURCES: session ids or folders, Inspect logs (.eval/.json), Vivaria JSON/JSONL (trace entries,
@@ -757,18 +765,20 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     """
     from .compare.analysis import compare as run_compare
     from .compare.command import gather, parse_budget, resolver_for, write_reports
+    from .compare.who import HumanFilter
 
     settings = _settings(sessions_dir)
     resolver = resolver_for(settings, profile, anchors)
     got = gather(sources, resolver, sessions_dir=settings.sessions, humans_dirs=humans_dirs, no_humans=no_humans,
-                 envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only)
+                 envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only,
+                 who=HumanFilter(participants, ai_tools, internet))
 
     for w in got.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     for n in got.notes:
         err.print(f"[dim]note:[/dim] {escape(n)}", highlight=False)
     result = run_compare(got.runs, budgets=[parse_budget(b) for b in budgets], k_max=k_max, n_boot=n_boot,
-                         seed=seed, level=level)
+                         seed=seed, level=level, rule=rule)
     for w in result.warnings:  # runs on different scales averaged together: said before anything else
         err.print(f"[bold yellow]warning:[/bold yellow] {escape(w)}", highlight=False)
     if out_dir is not None and not (png or html or csv_):

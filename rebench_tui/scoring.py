@@ -356,6 +356,19 @@ class Rule:
         return [self.score(scores[:k], None if fingerprints is None else fingerprints[:k],
                            None if recounts is None else recounts[:k]) for k in range(1, len(scores) + 1)]
 
+    def paper_running(self, scores: Sequence[float], recounts: Sequence[bool] | None = None) -> list[float]:
+        """The paper's rule after each scoring (NaN until the first valid one; monotone but for ``last``)."""
+        out: list[float] = []
+        cur = math.nan
+        for i, s in enumerate(scores):
+            if math.isfinite(s) and not (recounts and recounts[i]):
+                if self.aggregation is Aggregation.LAST or math.isnan(cur):
+                    cur = float(s)
+                else:
+                    cur = min(cur, s) if self.aggregation is Aggregation.MIN else max(cur, s)
+            out.append(cur)
+        return out
+
     def paper(self, scores: Sequence[float], recounts: Sequence[bool] | None = None) -> float:
         """RE-Bench's rule: the best valid scoring (the last valid one for ``last``), recounts left out."""
         own = [s for i, s in enumerate(scores) if math.isfinite(s) and not (recounts and recounts[i])]

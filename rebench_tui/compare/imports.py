@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..catalog.anchors import Anchors, AnchorsError
-from ..scoring import Aggregation, Direction, attempt_fingerprint
+from ..scoring import Aggregation, Direction, attempt_fingerprint, is_recount
 from .runs import (
     HUMAN_LABEL,
     CompareError,
@@ -117,7 +117,7 @@ def trace_scorings(rows: Sequence[dict[str, Any]], start_ms: float | None = None
         c = r.get("content") or {}
         if c.get("type") == "intermediateScore":
             out.append(Scoring(row_working_s(r, start, pauses), score_value(c.get("score")),
-                               attempt_fingerprint(c.get("details"))))
+                               attempt_fingerprint(c.get("details")), is_recount(c.get("details"))))
     return out
 
 
@@ -169,7 +169,7 @@ def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run
         raise CompareError(f"{folder / 'session.json'}: its anchors do not read: {exc.what}",
                            fix="`rebench-tui verify` checks a session's records") from None
     env = EnvInfo(meta.env_id, meta.task_id.split("/", 1)[0], Direction(meta.direction), Aggregation(meta.aggregation),
-                  anchors, meta.title, f"session:{meta.profile}")
+                  anchors, meta.title, f"session:{meta.profile}", meta.timing)
     if resolver is not None:
         env = resolver.apply(env, profile=meta.profile)
     scorings = trace_scorings(rows, meta.started_at, _pause_dicts(meta.pauses))
@@ -179,7 +179,8 @@ def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run
                      "not the GPU setting's")
     return make_run(SourceKind.HUMAN_SESSION, meta.id, env, HUMAN_LABEL, scorings,
                     finished=meta.status == "finished", source=str(folder), working_s=meta.clock.banked_s,
-                    human=True, notes=notes, setting_differs=setting_differs({"setting": meta.setting}))
+                    human=True, notes=notes, setting_differs=setting_differs({"setting": meta.setting}),
+                    participant=meta.participant.id, internet=meta.participant.internet, ai_tools=meta.participant.ai_tools)
 
 
 def read_sessions_dir(folder: Path) -> list[Path]:
@@ -249,7 +250,8 @@ def _inspect_scorings(sample: Any) -> tuple[list[Scoring], list[str]]:
     inter = [e for e in events if _attr(e, "intermediate", False)]
     if inter:
         return [Scoring(_event_working_s(e), score_value(_attr(_attr(e, "score"), "value")),
-                        attempt_fingerprint(_attr(_attr(e, "score"), "metadata"))) for e in inter], []
+                        attempt_fingerprint(_attr(_attr(e, "score"), "metadata")),
+                        is_recount(_attr(_attr(e, "score"), "metadata"))) for e in inter], []
     store = _attr(sample, "store") or {}
     stored = store.get("HumanAgentState:scorings") if isinstance(store, dict) else None
     if stored:
@@ -377,8 +379,8 @@ def _vivaria_run(obj: dict[str, Any], path: Path, resolver: EnvResolver, task: s
         working = max((row_working_s(r, start_ms, pauses) for r in rows), default=None)
         finished = any((r["content"].get("type") == "submission") for r in rows)
     elif score_rows is not None:
-        scorings = [Scoring(float(r["elapsedTime"]) / 1000, score_value(r.get("score")), attempt_fingerprint(r.get("details")))
-                    for r in score_rows if _is_score_row(r)]
+        scorings = [Scoring(float(r["elapsedTime"]) / 1000, score_value(r.get("score")), attempt_fingerprint(r.get("details")),
+                            is_recount(r.get("details"))) for r in score_rows if _is_score_row(r)]
         working = max((s.working_s for s in scorings), default=None)
         finished = False
         notes.append("from score-log rows")

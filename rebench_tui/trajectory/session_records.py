@@ -388,7 +388,27 @@ class SessionRecords:
             "start_score": m.start_score, "reference_score": m.reference_score,
             "anchors": self.anchors_record,
             "setting": m.setting,  # how its profile stands on the paper's setting (catalog.setting)
+            # who worked and under which conditions; ai_tools in Vivaria's words
+            "participant": m.participant.id, "internet": m.participant.internet, "ai_tools": m.participant.ai_tools,
+            # the scores by both rules (scoring.Rule): RE-Bench's best single scoring, and the workstation's
+            "scores": self.scores_by_rule,
         }
+
+    @property
+    def scores_by_rule(self) -> dict[str, Any]:
+        """The score by the paper's rule and by the workstation's (``counting``), and how the
+        latter was counted: ``recount`` (fresh scorings at the finish), ``attempt medians``, or
+        None where it cannot be computed (no scoring carries a fingerprint)."""
+        paper = self.paper_score
+        c = self.counting
+        how = None
+        if c is not None:
+            how = "recount" if c.recount else "attempt medians"
+        if self.scorings and not any(s.fingerprint for s in self.scorings):
+            how = None
+        return {"paper": paper if math.isfinite(paper) else None,
+                "robust": None if how is None or c is None else c.score, "robust_how": how,
+                "timing": self.meta.timing, "recount_runs": self.meta.recount_runs}
 
     @property
     def anchors_record(self) -> dict[str, Any]:

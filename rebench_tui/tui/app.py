@@ -245,12 +245,17 @@ class RebenchApp(App[None]):
         elif best is None:
             text = f"no valid score yet · counts: {rule} · {anchors}"
         else:
-            if best.n == 1:
-                which = f"scoring {best.representative}"
+            spread = f"spread {_fmt(best.low)}–{_fmt(best.high)}"
+            if best.recount:  # the finish's fresh scorings of the leading attempt
+                which = f"attempt {best.attempt} recounted at the finish: median of {best.n} fresh scorings, {spread}"
+            elif best.n == 1:
+                which = f"scoring {best.representative}, one scoring: no spread yet"
             else:  # re-scores of unchanged files: their median counts, not the luckiest of them
-                which = (f"attempt {best.attempt}: median of {best.n} re-scores, "
-                         f"{_fmt(best.low)}–{_fmt(best.high)}")
-            text = f"counts ({rule}): {_fmt(best.score)} (normalized {fmt_normalized(best.normalized)}, {which}) · {anchors}"
+                which = f"attempt {best.attempt}: median of {best.n} re-scores, {spread}"
+            runs = meta.recount_runs
+            later = f" · at the finish it is scored {runs} more times" if runs and not self.session.finished else ""
+            text = (f"counts ({rule}): {_fmt(best.score)} (normalized {fmt_normalized(best.normalized)}, {which})"
+                    f"{later} · {anchors}")
         self.query_one("#best", Static).update(text)
 
     # -- scoring --------------------------------------------------------------------------

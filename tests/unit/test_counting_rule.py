@@ -141,8 +141,97 @@ def test_a_nan_re_score_in_a_timing_environment_counts_against_its_attempt(toy_s
     assert verify(s.folder).ok
 
 
-@pytest.mark.parametrize("flag", ["timing", "recount"])
-def test_the_session_records_how_its_scorings_count(toy_session, env_copy, tmp_path, flag):
-    s = toy_session(farm_env(env_copy))
-    assert (s.meta.timing, s.meta.recount_runs) == (True, 3)
-    s.close()
+
+
+# -- compare: every run by both rules; who worked and with what ----------------------------------
+def _agent_run(path):
+    """A Vivaria run object of an agent on the toy environment (its log carries the scoring facts):
+    single scorings, no fingerprints, its luckiest draw 0.5."""
+    rows = [{"index": i + 1, "scoredAt": 1_700_000_000_000 + i * 60_000, "createdAt": 1_700_000_000_000 + i * 60_000,
+             "elapsedTime": (i + 1) * 60_000, "score": v, "message": {}, "details": {}}
+            for i, v in enumerate(DRAWS)]
+    path.write_text(json.dumps({"runId": 7, "taskId": "toy_score", "model": "agent-x", "status": "submitted",
+                                "metadata": {"env_id": "toy_score", "direction": "lower", "aggregation": "min",
+                                             "start_score": 10.0, "reference_score": 2.0},
+                                "scoreLog": rows}))
+    return path
+
+
+def _finished_pair(toy_session, env_copy):
+    from rebench_tui.trajectory.records import participant_of
+
+    envs = farm_env(env_copy)
+    made = []
+    for who, internet, tools, farm in (("alice", True, "yes", True), ("bob", False, "no", False)):
+        s = toy_session(envs, participant=participant_of(who, internet, tools))
+        (s.workspace / "solution" / "answer.txt").write_text("noisy")
+        for i in range(6):
+            (s.workspace / "solution" / "notes.txt").write_text(f"# {i if farm else 0}\n")
+            s.score()
+        s.submit()
+        s.close()
+        made.append(s)
+    return made
+
+
+def test_compare_counts_humans_and_agents_by_one_rule_and_shows_both(toy_session, env_copy, tmp_path):
+    import csv
+
+    from click.testing import CliRunner
+
+    from rebench_tui.cli import main
+
+    alice, bob = _finished_pair(toy_session, env_copy)
+    agent = _agent_run(tmp_path / "agent.json")
+    sessions = alice.folder.parent
+
+    def run(*args):
+        r = CliRunner().invoke(main, ["compare", str(agent), "--humans", str(sessions), "--sessions-dir", str(sessions),
+                                      "--bootstrap", "5", "--budget", "none", *args], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return r.output
+
+    out = run("--csv", "-o", str(tmp_path / "paper"))
+    assert "counted by the paper's rule" in out and "every run by both rules" in out
+    assert "cannot: no fingerprints" in out  # the agent run, by the robust rule: said, not filled in
+    assert "alice: internet" in out and "bob: no internet" in out and alice.id in out
+    with open(tmp_path / "paper" / "runs.csv", newline="") as fh:
+        rows = {r["run_id"]: r for r in csv.DictReader(fh)}
+    assert float(rows[alice.id]["paper_final"]) == 0.5 and float(rows[alice.id]["robust_final"]) == 2.0
+    assert rows[alice.id]["robust_note"] == "recount at the finish" and rows[alice.id]["participant"] == "alice"
+    assert float(rows["7"]["paper_final"]) == 0.5 and rows["7"]["robust_final"] == ""
+    assert {r["counted_by"] for r in rows.values()} == {"paper"}
+
+    out = run("--rule", "robust", "--csv", "-o", str(tmp_path / "robust"))
+    assert "counted by the robust rule" in out and "left out 1 run(s)" in out and "7 (agent-x)" in out
+    with open(tmp_path / "robust" / "runs.csv", newline="") as fh:
+        rows = {r["run_id"]: r for r in csv.DictReader(fh)}
+    assert rows["7"]["counted_by"] == "" and float(rows[alice.id]["final"]) == 2.0 == float(rows[bob.id]["final"])
+
+    out = run("--participant", "alice", "--ai-tools", "yes", "--csv", "-o", str(tmp_path / "alice"))
+    assert "left out 1 human session(s) not matching participant alice; AI tools yes" in out
+    with open(tmp_path / "alice" / "runs.csv", newline="") as fh:
+        assert sorted(r["run_id"] for r in csv.DictReader(fh)) == sorted(["7", alice.id])
+
+
+def test_the_participant_and_conditions_reach_every_record(toy_session, env_copy, tmp_path):
+    from inspect_ai.log import read_eval_log
+
+    from rebench_tui.trajectory.export_inspect import export_inspect
+    from rebench_tui.trajectory.export_vivaria import export_vivaria
+    from rebench_tui.trajectory.records import SessionMeta
+
+    alice, _bob = _finished_pair(toy_session, env_copy)
+    meta = SessionMeta.load(alice.folder / "session.json")
+    assert meta.participant.model_dump() == {"id": "alice", "internet": True, "ai_tools": "AI_TOOLS_AVAILABLE"}
+    first = read_entries(alice.folder / "audit.jsonl")[0]["content"]["content"]
+    assert "participant alice, internet allowed, AI tools allowed" in first[0]
+    assert first[1]["participant"] == {"id": "alice", "internet": True, "ai_tools": "AI_TOOLS_AVAILABLE"}
+    log = read_eval_log(str(export_inspect(alice.folder, tmp_path / "alice.eval")))
+    assert log.eval.metadata["rebench_tui"]["participant"]["id"] == "alice"
+    sample = log.samples[0]
+    assert (sample.metadata["participant"], sample.metadata["internet"], sample.metadata["ai_tools"]) == \
+        ("alice", True, "AI_TOOLS_AVAILABLE")
+    assert sample.metadata["scores"]["paper"] == 0.5 and sample.metadata["scores"]["robust"] == 2.0
+    run_row = json.loads((export_vivaria(alice.folder, tmp_path / "viv") / "run.json").read_text())
+    assert (run_row["metadata"]["participant"], run_row["metadata"]["ai_tools"]) == ("alice", "AI_TOOLS_AVAILABLE")
