@@ -764,15 +764,13 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     rebench-tui compare trace.jsonl --task ai_rd_triton_cumsum/main --label my-agent --tui
     """
     from .compare.analysis import compare as run_compare
-    from .compare.command import gather, parse_budget, resolver_for, write_reports
-    from .compare.who import HumanFilter
+    from .compare.command import HumanFilter, gather, parse_budget, resolver_for, write_reports
 
     settings = _settings(sessions_dir)
     resolver = resolver_for(settings, profile, anchors)
     got = gather(sources, resolver, sessions_dir=settings.sessions, humans_dirs=humans_dirs, no_humans=no_humans,
                  envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only,
                  who=HumanFilter(participants, ai_tools, internet))
-
     for w in got.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     for n in got.notes:
