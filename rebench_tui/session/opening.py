@@ -25,6 +25,7 @@ from ..trajectory.entries import INT32_MAX, log
 from ..trajectory.records import ClockModel, Participant, SessionMeta
 from .layout import AUDIT, LOCK, META, SCORE_LOG, STATE, WORKSPACE, new_session_id
 from .lock import SessionLock
+from .recount import restore_after_recount
 
 if TYPE_CHECKING:
     from .session import Session
@@ -149,6 +150,7 @@ def open_session(cls: type["Session"], folder: Path, env: Environment, runtime: 
         raise
     session.lock = lock
     interrupted = session.settle_interrupted_scoring()
+    restore_after_recount(session.core, session.scorer.snapshots)  # the app stopped during a recount
     gap = None if last_wall is None else clock.time() - last_wall
     w = session.wclock
     session.audit.append(log(

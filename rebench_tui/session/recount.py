@@ -16,13 +16,18 @@ counts them alone); the home is put back to the participant's final files afterw
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..scoring import json_score
 from ..trajectory.entries import log
 from .core import SessionCore
 from .scorer import Scorer
+from .snapshots import Snapshots
 from .workspace_scan import fingerprint, scan
+
+
+RECOUNT_STATE = "recount.json"  # in .state/ while the home holds an earlier attempt's files
 
 
 def recount(core: SessionCore, scorer: Scorer) -> None:
@@ -47,8 +52,10 @@ def recount(core: SessionCore, scorer: Scorer) -> None:
                 "times from the copy of its files kept when it was scored; the median of these counts",
           {"event": "recount_started", "attempt": lead.attempt, "fingerprint": lead.fingerprint, "runs": runs,
            "in_session": json_score(lead.score), "home_restored": moved})
+    marker = core.state / RECOUNT_STATE
     if moved:
         scorer.recording.stop()  # the files put in place are not the participant's changes
+        marker.write_text(json.dumps({"final": now}), encoding="utf-8")  # a crash from here on is undone on reopening
         snaps.place(lead.fingerprint)
     try:
         info = {"fingerprint": lead.fingerprint, "n_files": None, "source": "snapshot"}
@@ -57,6 +64,21 @@ def recount(core: SessionCore, scorer: Scorer) -> None:
     finally:
         if moved:
             snaps.place(now)
+            marker.unlink(missing_ok=True)
+
+
+def restore_after_recount(core: SessionCore, snapshots: Snapshots) -> bool:
+    """On reopening: if the app stopped while a recount held an earlier attempt's files in the home,
+    put the participant's final files back (and say so in the record). True if it did."""
+    marker = core.state / RECOUNT_STATE
+    if not marker.is_file():
+        return False
+    final = json.loads(marker.read_text(encoding="utf-8"))["final"]
+    snapshots.place(final)
+    marker.unlink()
+    _note(core, "the app stopped during the recount, with an earlier attempt's files in the home; your final files "
+                "are back in place", {"event": "recount_restored", "fingerprint": final})
+    return True
 
 
 def _cannot(core: SessionCore, scorer: Scorer, fp: str | None) -> str | None:

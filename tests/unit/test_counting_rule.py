@@ -235,3 +235,34 @@ def test_the_participant_and_conditions_reach_every_record(toy_session, env_copy
     assert sample.metadata["scores"]["paper"] == 0.5 and sample.metadata["scores"]["robust"] == 2.0
     run_row = json.loads((export_vivaria(alice.folder, tmp_path / "viv") / "run.json").read_text())
     assert (run_row["metadata"]["participant"], run_row["metadata"]["ai_tools"]) == ("alice", "AI_TOOLS_AVAILABLE")
+
+
+def test_a_recount_cut_short_by_a_crash_puts_the_final_files_back_on_reopening(toy_session, env_copy, fake_clock):
+    from rebench_tui.catalog import load_catalog
+    from rebench_tui.runtime.local import LocalRuntime
+    from rebench_tui.session import Session
+    from rebench_tui.session.recount import RECOUNT_STATE
+    from tests.conftest import KNOWN_IMAGES
+
+    envs = farm_env(env_copy)
+    s = toy_session(envs)
+    notes = s.workspace / "solution" / "notes.txt"
+    (s.workspace / "solution" / "answer.txt").write_text("noisy")
+    fps = []
+    for text in ("first\n", "last\n"):
+        notes.write_text(text)
+        fps.append(s.score().fingerprint)
+    # what a recount does before the app dies: the marker, then the first attempt's files in the home
+    (s.folder / ".state" / RECOUNT_STATE).write_text(json.dumps({"final": fps[1]}))
+    s.scorer.snapshots.place(fps[0])
+    assert notes.read_text() == "first\n"
+    s.close()
+    env = load_catalog(envs, KNOWN_IMAGES).get("toy_score")
+    again = Session.open(s.folder, env, LocalRuntime(), clock=fake_clock)
+    try:
+        assert notes.read_text() == "last\n" and not (s.folder / ".state" / RECOUNT_STATE).exists()
+        events = [r["content"]["content"][1].get("event") for r in read_entries(s.folder / "audit.jsonl")
+                  if r["content"]["type"] == "log"]
+        assert "recount_restored" in events
+    finally:
+        again.close()
