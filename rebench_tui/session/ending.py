@@ -15,7 +15,7 @@ from .core import SessionCore
 from .events import NoteSaved, SessionFinished
 from .files import scan
 from .layout import SCORE_LOG, WORKSPACE
-from .recount import recount
+from .recount import PARTICIPANT_FINISHES, recount
 from .scorer import Scorer, ScoringBusy
 from .timekeeping import Timekeeping
 
@@ -78,7 +78,7 @@ class Ending:
             return
         with c.meta_lock:
             self.time.stop()
-        recount_error = self._recount()
+        recount_error = self._recount() if reason in PARTICIPANT_FINISHES else None
         with c.meta_lock:
             best = c.final()
             c.meta.status = "finished"
