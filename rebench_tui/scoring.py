@@ -347,14 +347,57 @@ class Rule:
         a = self.attempt(scores, fingerprints, recounts)
         return math.nan if a is None else a.score
 
+    def _value(self, values: Sequence[float], failed: int) -> float:
+        """An attempt's score from its valid values so far and how many of its scorings failed."""
+        if not values:
+            return math.nan
+        if self.failures_count and failed:
+            return max(values) if self.direction is Direction.LOWER else min(values)
+        return statistics.median(values)
+
     def running(self, scores: Sequence[float], fingerprints: Sequence[str | None] | None = None,
                 recounts: Sequence[bool] | None = None) -> list[float]:
-        """The counting score after each scoring (NaN until the first valid one): the rule applied
-        to every prefix, so not monotone (a re-score can move its attempt's score either way)."""
+        """The counting score after each scoring (NaN until the first valid one): :meth:`score` of
+        every prefix, computed in one pass. Not monotone: a re-score can move its attempt's score."""
         if fingerprints is not None and len(fingerprints) != len(scores):
             raise ValueError(f"{len(scores)} scores but {len(fingerprints)} fingerprints")
-        return [self.score(scores[:k], None if fingerprints is None else fingerprints[:k],
-                           None if recounts is None else recounts[:k]) for k in range(1, len(scores) + 1)]
+        values: dict[str | int, list[float]] = {}
+        failed: dict[str | int, int] = {}
+        order: list[str | int] = []  # keys in the order of their first scoring (the earliest wins a tie)
+        last: str | int | None = None
+        recount: list[float] | None = None  # the recount's valid values, once it began
+        recount_failed = 0
+        out: list[float] = []
+        for i, s in enumerate(scores):
+            ok = math.isfinite(s)
+            if recounts is not None and recounts[i]:
+                recount = recount if recount is not None else []
+                if ok:
+                    recount.append(float(s))
+                else:
+                    recount_failed += 1
+                out.append(self._value(recount, recount_failed))
+                continue
+            fp = fingerprints[i] if fingerprints is not None else None
+            key: str | int = fp if fp else i
+            if key not in values:
+                values[key], failed[key] = [], 0
+                order.append(key)
+            if ok:
+                values[key].append(float(s))
+                last = key
+            else:
+                failed[key] += 1
+            if recount is not None:
+                out.append(self._value(recount, recount_failed))
+            elif last is None:
+                out.append(math.nan)
+            elif self.aggregation is Aggregation.LAST:
+                out.append(self._value(values[last], failed[last]))
+            else:
+                scored = [self._value(values[k], failed[k]) for k in order if values[k]]
+                out.append(min(scored) if self.aggregation is Aggregation.MIN else max(scored))
+        return out
 
     def paper_running(self, scores: Sequence[float], recounts: Sequence[bool] | None = None) -> list[float]:
         """The paper's rule after each scoring (NaN until the first valid one; monotone but for ``last``)."""

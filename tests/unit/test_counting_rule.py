@@ -266,3 +266,22 @@ def test_a_recount_cut_short_by_a_crash_puts_the_final_files_back_on_reopening(t
         assert "recount_restored" in events
     finally:
         again.close()
+
+
+def test_the_running_count_is_the_rule_applied_to_every_prefix():
+    import random
+
+    rng = random.Random(7)
+    for agg, direction in ((Aggregation.MIN, Direction.LOWER), (Aggregation.MAX, Direction.HIGHER),
+                           (Aggregation.LAST, Direction.LOWER)):
+        for failures in (False, True):
+            rule = Rule(agg, direction, failures_count=failures)
+            for _ in range(200):
+                n = rng.randint(1, 12)
+                scores = [NAN if rng.random() < 0.2 else rng.choice([1.0, 2.0, 3.0, rng.random()]) for _ in range(n)]
+                fps = [rng.choice(["a", "b", "c", None]) for _ in range(n)]
+                k = rng.randint(0, 3)
+                recounts = [False] * (n - k) + [True] * k
+                want = [rule.score(scores[:j], fps[:j], recounts[:j]) for j in range(1, n + 1)]
+                got = rule.running(scores, fps, recounts)
+                assert [None if math.isnan(x) else x for x in got] == [None if math.isnan(x) else x for x in want]
