@@ -183,6 +183,16 @@ def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run
                     participant=meta.participant.id, internet=meta.participant.internet, ai_tools=meta.participant.ai_tools)
 
 
+def who_of(meta: Any) -> dict[str, Any]:
+    """The participant and conditions a log's metadata records (rebench-tui's exports write them)."""
+    if not isinstance(meta, dict):
+        return {}
+    internet = meta.get("internet")
+    return {"participant": meta.get("participant") if isinstance(meta.get("participant"), str) else None,
+            "internet": internet if isinstance(internet, bool) else None,
+            "ai_tools": meta.get("ai_tools") if isinstance(meta.get("ai_tools"), str) else None}
+
+
 def read_sessions_dir(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if is_session_folder(p)) if folder.is_dir() else []
 
@@ -282,7 +292,8 @@ def read_inspect_log(path: Path, resolver: EnvResolver, *, task: str | None = No
         finished = log.status == "success" and _attr(sample, "error") is None
         runs.append(make_run(SourceKind.INSPECT, rid, env, lab, scorings, finished=finished, source=str(path),
                              working_s=None if working is None else float(working), human=human, notes=notes,
-                             setting_differs=setting_differs(_attr(sample, "metadata"))))
+                             setting_differs=setting_differs(_attr(sample, "metadata")),
+                             **who_of(_attr(sample, "metadata"))))
     if not runs:
         raise CompareError(f"the Inspect log {path} holds no samples",
                            fix="write the log with its samples (a header-only log has no scores)")
@@ -401,7 +412,7 @@ def _vivaria_run(obj: dict[str, Any], path: Path, resolver: EnvResolver, task: s
         finished = True
     rid = str(obj.get("runId") or obj.get("id") or rid_default)
     return make_run(SourceKind.VIVARIA, rid, env, lab, scorings, finished=finished, source=str(path),
-                    working_s=working, human=human, notes=notes, setting_differs=setting_differs(meta))
+                    working_s=working, human=human, notes=notes, setting_differs=setting_differs(meta), **who_of(meta))
 
 
 def _group_rows(rows: list[dict[str, Any]], stem: str) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -472,7 +483,8 @@ def read_vivaria_bundle(folder: Path, resolver: EnvResolver, *, task: str | None
     r = _vivaria_run(obj, folder, resolver, task, label, folder.name)
     return make_run(r.kind, r.run_id, r.env, r.label, r.scorings, finished=r.finished, source=str(folder),
                     working_s=r.working_s, human=r.human, notes=[n for n in r.notes if n != "from score-log rows"],
-                    setting_differs=r.setting_differs)
+                    setting_differs=r.setting_differs, participant=r.participant, internet=r.internet,
+                    ai_tools=r.ai_tools)
 
 
 # -- any source -------------------------------------------------------------------------------

@@ -285,3 +285,23 @@ def test_the_running_count_is_the_rule_applied_to_every_prefix():
                 want = [rule.score(scores[:j], fps[:j], recounts[:j]) for j in range(1, n + 1)]
                 got = rule.running(scores, fps, recounts)
                 assert [None if math.isnan(x) else x for x in got] == [None if math.isnan(x) else x for x in want]
+
+
+def test_compare_reads_the_participant_back_from_the_exports(toy_session, env_copy, tmp_path):
+    from rebench_tui.compare.imports import load_sources
+    from rebench_tui.compare.runs import EnvResolver
+    from rebench_tui.trajectory.export_inspect import export_inspect
+    from rebench_tui.trajectory.export_vivaria import export_vivaria
+
+    alice, _bob = _finished_pair(toy_session, env_copy)
+    eval_path = export_inspect(alice.folder, tmp_path / "alice.eval")
+    viv = export_vivaria(alice.folder, tmp_path / "viv") / "run.json"
+    trace = [json.loads(x) for x in (tmp_path / "viv" / "trace_entries.jsonl").read_text().splitlines()]
+    viv.write_text(json.dumps({**json.loads(viv.read_text()), "entries": trace}))
+    from rebench_tui.catalog import Catalog
+
+    env = alice.core.env
+    resolver = EnvResolver(Catalog(root=env.path.parent, environments={env.id: env}), profile="smoke")
+    loaded = load_sources([str(eval_path), str(viv)], resolver, sessions_dir=tmp_path / "none")
+    assert len(loaded.runs) == 2 and {(r.participant, r.internet, r.ai_tools) for r in loaded.runs} == \
+        {("alice", True, "AI_TOOLS_AVAILABLE")}
