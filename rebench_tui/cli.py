@@ -367,9 +367,11 @@ def finish(session_id: str | None, submission: str, sessions_dir: Path | None) -
         rec = session.finish_at_time_limit() if session.wclock.expired else session.submit(submission)
     finally:
         session.close(pause_clock=None)
-    best = session.final()
+    from .session.ending import counting_words
+
+    best = session.final()  # after a recount: the median of its fresh scorings
     shown = "hidden" if session.hidden else ("none (no valid scoring)" if best is None else
-                                             f"{best.score:.6g} (normalized {best.normalized:.4g})")
+                                             f"{best.score:.6g} (normalized {best.normalized:.4g}; {counting_words(best)})")
     last = "" if rec is None else f" after final scoring {rec.attempt}"
     out.print(f"session {session.id} finished ({session.meta.finish_reason}){last}; final score {shown}", highlight=False)
 

@@ -305,3 +305,20 @@ def test_compare_reads_the_participant_back_from_the_exports(toy_session, env_co
     loaded = load_sources([str(eval_path), str(viv)], resolver, sessions_dir=tmp_path / "none")
     assert len(loaded.runs) == 2 and {(r.participant, r.internet, r.ai_tools) for r in loaded.runs} == \
         {("alice", True, "AI_TOOLS_AVAILABLE")}
+
+
+def test_finish_without_the_screen_recounts_and_says_so(toy_session, env_copy, monkeypatch):
+    from click.testing import CliRunner
+
+    from rebench_tui.cli import main
+
+    envs = farm_env(env_copy)
+    s = toy_session(envs)
+    (s.workspace / "solution" / "answer.txt").write_text("noisy")
+    s.score()
+    s.close(pause_clock=True)
+    monkeypatch.setenv("REBENCH_ENVIRONMENTS_DIR", str(envs))
+    r = CliRunner().invoke(main, ["finish", s.id, "--sessions-dir", str(s.folder.parent)])
+    assert r.exit_code == 0, r.output
+    # draws: 3 (the press), 1 (the final scoring), then the recount 5, 2, 4: its median 4 counts
+    assert "final score 4 " in r.output and "median of 3 fresh scorings of attempt 1 at the finish" in r.output
