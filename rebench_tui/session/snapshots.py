@@ -11,6 +11,7 @@ differ are rewritten in place (so they keep their owner), and the home's fingerp
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -43,6 +44,7 @@ class Snapshots:
             dest.parent.mkdir(parents=True, exist_ok=True)
             if src.is_symlink() or src.is_file():
                 shutil.copy2(src, dest, follow_symlinks=False)
+                _same_owner(src, dest)
         if fingerprint(scan(tmp, self.ignore) if tmp.is_dir() else {})[0] != fp:
             shutil.rmtree(tmp, ignore_errors=True)  # the files changed while they were copied
             return False
@@ -62,14 +64,28 @@ class Snapshots:
                 continue
             dest = self.home / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
+            made = not dest.exists()
             if (src / rel).is_symlink() or dest.is_symlink():
                 dest.unlink(missing_ok=True)
                 shutil.copy2(src / rel, dest, follow_symlinks=False)
+                _same_owner(src / rel, dest)
                 continue
             with open(src / rel, "rb") as fin, open(dest, "wb") as fout:  # in place: the owner stays
                 shutil.copyfileobj(fin, fout)
             shutil.copymode(src / rel, dest)
+            if made:  # a file made again: the owner it had when it was copied
+                _same_owner(src / rel, dest)
         got = fingerprint(scan(self.home, self.ignore))[0]
         if got != fp:
             raise SessionError(f"the home could not be made to hold attempt {fp[:12]}'s files (it now has {got[:12]})",
                                kept=f"the snapshot in {src}", fix="check the session folder's permissions")
+
+
+def _same_owner(src: Path, dest: Path) -> None:
+    """Give ``dest`` the owner of ``src`` where this process may (as root it may: the home's files
+    stay the participant's); elsewhere they are this process's, which is who made them anyway."""
+    try:
+        st = src.lstat()
+        os.chown(dest, st.st_uid, st.st_gid, follow_symlinks=False)
+    except OSError:
+        pass
