@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -76,7 +77,7 @@ async def one_session(env: Any, profile: str, runtime: Any, settings: Any, press
             "paper_rule": rec.paper_score, "in_session_counting": in_session,
             "counts": None if c is None else c.score, "low": None if c is None else c.low,
             "high": None if c is None else c.high, "screen": shown,
-            "sd_of_scorings": statistics.stdev([v for v in own if v == v]) if len(own) > 2 else None}
+            "sd_of_scorings": statistics.stdev([v for v in own if math.isfinite(v)]) if len(own) > 2 else None}
 
 
 def _line(r: dict[str, Any]) -> str:

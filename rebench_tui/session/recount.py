@@ -26,7 +26,6 @@ from .scorer import Scorer
 from .snapshots import Snapshots
 from .workspace_scan import fingerprint, scan
 
-
 # The finishes that end a participant's work (a calibration's finish recounts nothing).
 PARTICIPANT_FINISHES = ("submitted", "time_limit")
 RECOUNT_STATE = "recount.json"  # in .state/ while the home holds an earlier attempt's files

@@ -4,8 +4,6 @@ timing environments, and the finish recounts the leading attempt from the copy o
 import json
 import math
 
-import pytest
-
 from rebench_tui.scoring import Aggregation, Direction, Rule
 from rebench_tui.trajectory.audit import read_entries
 from rebench_tui.trajectory.session_records import SessionRecords
