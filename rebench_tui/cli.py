@@ -300,22 +300,28 @@ def _run_app(session) -> None:
 @click.option("--study", "study_url", default=None, metavar="URL",
               help="a study's collector: every record is sent to it as it is written (token: REBENCH_STUDY_TOKEN "
                    "or ~/.config/rebench-tui/study-token)")
-@click.option("--participant", default=None, help="your participant id in the study (with --study)")
+@click.option("--participant", "participant_id", default=None,
+              help="who works in this session (an id, kept in the record; needed with --study)")
+@click.option("--internet/--no-internet", default=None, help="whether the participant may use the internet (default: not stated)")
+@click.option("--ai-tools", type=click.Choice(["yes", "no", "unknown"]), default="unknown",
+              help="whether the participant may use AI tools (LLM assistants)")
 @sessions_dir_opt
 @click.option("--gpus", type=click.IntRange(min=1), default=None,
               help="rehearse on fewer GPUs than the profile asks for (recorded as a difference from the paper's setting)")
 @click.option("--stand-ins", "standins", is_flag=True,
               help="rehearse without the outside service the profile needs (a judge, a code model): its stand-in answers instead (recorded)")
 def start(env_id: str, profile: str | None, time_limit: float | None, runtime_kind: str, host: str | None,
-          study_url: str | None, participant: str | None, sessions_dir: Path | None, gpus: int | None, standins: bool) -> None:
+          study_url: str | None, participant_id: str | None, internet: bool | None, ai_tools: str,
+          sessions_dir: Path | None, gpus: int | None, standins: bool) -> None:
     """Open ENV_ID in a new session and start the clock."""
     from .assets import AssetStore
     from .catalog import Rehearsal
     from .session import Session
+    from .trajectory.records import participant_of
 
     settings = _settings(sessions_dir)
     if study_url is not None:
-        _check_study(study_url, participant, settings)
+        _check_study(study_url, participant_id, settings)
     env = workstation.catalog(settings).get(env_id)
     limit = time_limit
     choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=host, gpus=gpus,
@@ -333,11 +339,12 @@ def start(env_id: str, profile: str | None, time_limit: float | None, runtime_ki
     secret_values = workstation.resolve_secrets(env, choice.profile, settings, required=not standins)  # before anything starts
     session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
                              store=_store(settings), progress=_progress, asset_store=AssetStore(settings.cache_dir),
-                             secrets=secret_values, rehearsal=Rehearsal(gpus, standins))
+                             secrets=secret_values, rehearsal=Rehearsal(gpus, standins),
+                             participant=participant_of(participant_id, internet, ai_tools))
     if study_url is not None:
         from .study.attach import bind
 
-        bind(session, study_url, participant)
+        bind(session, study_url, participant_id)
     _run_app(session)
 
 
@@ -427,9 +434,11 @@ def finish(session_id: str | None, submission: str, sessions_dir: Path | None) -
     finally:
         session.close(pause_clock=None)
         _unwitness(witness)
-    best = session.final()
+    from .session.ending import counting_words
+
+    best = session.final()  # after a recount: the median of its fresh scorings
     shown = "hidden" if session.hidden else ("none (no valid scoring)" if best is None else
-                                             f"{best.score:.6g} (normalized {best.normalized:.4g})")
+                                             f"{best.score:.6g} (normalized {best.normalized:.4g}; {counting_words(best)})")
     last = "" if rec is None else f" after final scoring {rec.attempt}"
     out.print(f"session {session.id} finished ({session.meta.finish_reason}){last}; final score {shown}", highlight=False)
 
@@ -805,10 +814,18 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 @click.option("--tui", is_flag=True, help="open the comparison on screen instead of printing it")
 @click.option("--study", "study_url", default=None, metavar="URL",
               help="also every session a study's collector witnessed, read from its rows (a researcher's token)")
+@click.option("--rule", type=click.Choice(["paper", "robust"]), default="paper", show_default=True,
+              help="how every run is counted, human or agent: paper = the best single scoring (comparable with METR's "
+                   "numbers); robust = attempts' medians and the finish's recount (runs without fingerprints are left out)")
+@click.option("--participant", "participants", multiple=True, help="only human sessions of this participant id (repeatable)")
+@click.option("--ai-tools", type=click.Choice(["yes", "no", "unknown"]), default=None,
+              help="only human sessions whose participant could (yes) or could not (no) use AI tools")
+@click.option("--internet/--no-internet", default=None, help="only human sessions with (or without) the internet allowed")
 def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: bool, sessions_dir: Path | None,
             envs: tuple[str, ...], budgets: tuple[str, ...], k_max: int | None, n_boot: int, seed: int, level: float,
             task: str | None, label: str | None, profile: str, anchors: str | None, finished_only: bool,
-            paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool, study_url: str | None) -> None:
+            paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool, study_url: str | None,
+            rule: str, participants: tuple[str, ...], ai_tools: str | None, internet: bool | None) -> None:
     """Compare human sessions with agent runs: best-so-far score vs working time, finals, score@k.
 
     SOURCES: session ids or folders, Inspect logs (.eval/.json), Vivaria JSON/JSONL (trace entries,
@@ -825,20 +842,20 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     rebench-tui compare trace.jsonl --task ai_rd_triton_cumsum/main --label my-agent --tui
     """
     from .compare.analysis import compare as run_compare
-    from .compare.command import gather, parse_budget, resolver_for, write_reports
+    from .compare.command import HumanFilter, gather, parse_budget, resolver_for, write_reports
 
     settings = _settings(sessions_dir)
     resolver = resolver_for(settings, profile, anchors)
     got = gather(sources, resolver, sessions_dir=settings.sessions, humans_dirs=humans_dirs, no_humans=no_humans,
                  envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only,
-                 runs=_study_runs(study_url, resolver, settings) if study_url else ())
-
+                 runs=_study_runs(study_url, resolver, settings) if study_url else (),
+                 who=HumanFilter(participants, ai_tools, internet))
     for w in got.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     for n in got.notes:
         err.print(f"[dim]note:[/dim] {escape(n)}", highlight=False)
     result = run_compare(got.runs, budgets=[parse_budget(b) for b in budgets], k_max=k_max, n_boot=n_boot,
-                         seed=seed, level=level)
+                         seed=seed, level=level, rule=rule)
     for w in result.warnings:  # runs on different scales averaged together: said before anything else
         err.print(f"[bold yellow]warning:[/bold yellow] {escape(w)}", highlight=False)
     if out_dir is not None and not (png or html or csv_):

@@ -540,7 +540,7 @@ async def drive(run: Run, args: argparse.Namespace) -> None:
                 await pilot.pause()
                 await app.workers.wait_for_complete()
                 await pilot.pause()
-                rec = session.history[-1] if session.history else None
+                rec = next((r for r in reversed(session.history) if not r.recount), None)  # not the recount after it
                 fact = _score_fact("final (submit)", solution, rec, time.monotonic() - t)
                 run.facts.setdefault("scores", []).append(fact)
                 log(f"   final: score {fact['score']}, scorer {fact['scorer_s']} s; finished {session.finished}")

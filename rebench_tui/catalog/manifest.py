@@ -81,6 +81,12 @@ class ScoreSpec(_Strict):
     scorer: str = Field(min_length=1, description="script in protected/, run by the container's python3")
     timeout: Duration = 600.0
     user: str = "root"
+    # The score is a measured time (noisy from one scoring to the next): a failed re-score then
+    # counts against its attempt, which counts with its worst valid scoring.
+    timing: bool = False
+    # Fresh scorings of the leading attempt the finish takes, from the snapshot kept when it was
+    # scored; their median is the score that counts (0: none, the in-session rule counts).
+    recount: int = Field(0, ge=0, le=25)
 
 
 class AssetsSpec(_Strict):

@@ -15,6 +15,7 @@ from .core import SessionCore
 from .events import NoteSaved, SessionFinished
 from .files import scan
 from .layout import SCORE_LOG, WORKSPACE
+from .recount import PARTICIPANT_FINISHES, recount
 from .scorer import Scorer, ScoringBusy
 from .timekeeping import Timekeeping
 
@@ -77,6 +78,8 @@ class Ending:
             return
         with c.meta_lock:
             self.time.stop()
+        recount_error = self._recount() if reason in PARTICIPANT_FINISHES else None
+        with c.meta_lock:
             best = c.final()
             c.meta.status = "finished"
             c.meta.finish_reason = reason
@@ -95,7 +98,7 @@ class Ending:
             {"event": "session_finished", "reason": reason, "final_score": json_score(best.score) if best else None,
              "final_attempt": best.representative if best else None,
              "final_scorings": list(best.scorings) if best else [], "working_s": c.wclock.used(), "files": files,
-             **({"files_note": sync_note} if sync_note else {})},
+             **({"files_note": sync_note} if sync_note else {}), **({"recount_error": recount_error} if recount_error else {})},
             title="session",
         ))
         c.index()
@@ -112,6 +115,15 @@ class Ending:
         except Exception as exc:  # noqa: BLE001 - the records are complete; `rebench-tui stop` can do it later
             return f"the container could not be stopped to free its GPUs ({exc}); run `rebench-tui stop {c.meta.id}`"
         return f"container stopped: its GPUs are free (records and home kept; `rebench-tui stop {c.meta.id} --remove` removes it)"
+
+    def _recount(self) -> str | None:
+        """The recount of the leading attempt (``recount.py``); a failure is said in the finish row,
+        and the finish goes on: the recount's scorings recorded so far count."""
+        try:
+            recount(self.core, self.scorer)
+        except Exception as exc:  # noqa: BLE001 - the finish is recorded all the same
+            return f"the recount stopped: {exc}"[:500]
+        return None
 
     def _sync_remote_home(self) -> str | None:
         """A remote home is copied here first, so the session folder holds the work it records."""
@@ -132,6 +144,9 @@ class Ending:
 
 
 def counting_words(c: CountingScore) -> str:
+    if c.recount:
+        return (f"median of {c.n} fresh scorings of attempt {c.attempt} at the finish ({', '.join(map(str, c.scorings))}), "
+                f"range {c.low:.4g} to {c.high:.4g}")
     if c.n == 1:
         return f"scoring {c.representative}"
     return f"median of {c.n} scorings of unchanged files ({', '.join(map(str, c.scorings))}), range {c.low:.4g} to {c.high:.4g}"

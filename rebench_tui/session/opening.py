@@ -22,9 +22,10 @@ from ..store import Store
 from ..trajectory import score_log
 from ..trajectory.audit import read_entries
 from ..trajectory.entries import INT32_MAX, log
-from ..trajectory.records import ClockModel, SessionMeta
+from ..trajectory.records import ClockModel, Participant, SessionMeta
 from .layout import AUDIT, LOCK, META, SCORE_LOG, STATE, WORKSPACE, new_session_id
 from .lock import SessionLock
+from .recount import restore_after_recount
 
 if TYPE_CHECKING:
     from .session import Session
@@ -35,7 +36,11 @@ Progress = Callable[[str], None]
 def create_session(cls: type["Session"], env: Environment, profile_name: str, runtime: Runtime, sessions_dir: Path, *,
                    time_limit_s: float | None, clock: Clock | None, store: Store | None, progress: Progress,
                    extra_env: dict[str, str] | None, asset_store: AssetStore | None, secrets: dict[str, str] | None,
-                   anchors: Anchors | None, rehearsal: Rehearsal | None = None) -> "Session":
+                   anchors: Anchors | None, rehearsal: Rehearsal | None = None,
+                   participant: Participant | None = None) -> "Session":
+    """A new session. ``anchors``: what its scores are normalized with (default: the manifest's; the
+    CLI passes ``catalog.anchors_in_effect``). ``rehearsal``: fewer GPUs or stand-ins for outside
+    services (recorded). ``participant``: who works, under which conditions (recorded)."""
     clock = clock or SystemClock()
     profile = rehearsed(env.profile(profile_name), rehearsal)
     anchors = anchors or manifest_anchors(env, profile.name)
@@ -52,6 +57,7 @@ def create_session(cls: type["Session"], env: Environment, profile_name: str, ru
         shutil.rmtree(folder, ignore_errors=True)  # nothing was recorded yet; leave no half session
         raise
     meta = _new_meta(sid, now, env, profile, runtime, sandbox, image, time_limit_s, anchors, assets)
+    meta.participant = participant or Participant()
     meta.save(folder / META)
     score_log.ensure(folder / SCORE_LOG)
     session = cls(folder, meta, env, sandbox, clock, store, secrets=spec.secrets)
@@ -112,7 +118,7 @@ def _new_meta(sid: str, now: float, env: Environment, profile: Profile, runtime:
         clock=ClockModel(limit_s=time_limit_s or m.time.limit), direction=m.score.direction.value,
         aggregation=m.score.aggregation.value, visibility=m.score.visibility, start_score=anchors.start,
         reference_score=anchors.reference, anchors=anchors.to_record(), score_timeout_s=profile.score_timeout,
-        setting=setting_record(m.paper, profile.setting),
+        setting=setting_record(m.paper, profile.setting), timing=m.score.timing, recount_runs=m.score.recount,
         gpus=None if profile.gpus == env.profile(profile.name).gpus else profile.gpus,
         metadata={"rebench_tui": __version__, "python": platform.python_version(), "hostname": socket.gethostname(),
                   "user": getpass.getuser(), "isInteractive": True, "environment_path": str(env.path), "sandbox": desc,
@@ -131,8 +137,9 @@ def _started_row(session: "Session", runtime: Runtime, anchors: Anchors) -> dict
         f"time limit {format_hms(meta.clock.limit_s)}, runtime {runtime.kind} on {runtime.host}"
         + ("" if sandbox.isolated else " — NOT ISOLATED: commands and the scorer run as you on this machine")
         + f"; scores normalized between start {anchors.start:g} and reference {anchors.reference:g}, {anchors.summary}"
-        + f"; {setting_words(meta.setting)}",
+        + f"; {setting_words(meta.setting)}; {meta.participant.words()}",
         {"event": "session_started", "session_id": meta.id, "env": meta.env_id, "profile": meta.profile,
+         "participant": meta.participant.model_dump(mode="json"),
          "sandbox": meta.metadata["sandbox"], "time_limit_s": meta.clock.limit_s, "score": m.score.model_dump(mode="json"),
          "anchors": anchors.to_record(), "setting": meta.setting},
         title="session",
@@ -158,6 +165,7 @@ def open_session(cls: type["Session"], folder: Path, env: Environment, runtime: 
         raise
     session.lock = lock
     interrupted = session.settle_interrupted_scoring()
+    restore_after_recount(session.core, session.scorer.snapshots)  # the app stopped during a recount
     gap = None if last_wall is None else clock.time() - last_wall
     w = session.wclock
     session.audit.append(log(

@@ -22,7 +22,7 @@ from ..clock import Clock
 from ..runtime import Runtime, Sandbox
 from ..scoring import Attempt
 from ..store import Store
-from ..trajectory.records import CountingScore, ScoreRecord, SessionMeta
+from ..trajectory.records import CountingScore, Participant, ScoreRecord, SessionMeta
 from .core import SessionCore
 from .ending import Ending
 from .events import Listener, SessionEvent
@@ -57,12 +57,12 @@ class Session:
                time_limit_s: float | None = None, clock: Clock | None = None, store: Store | None = None,
                progress: Callable[[str], None] = lambda _m: None, extra_env: dict[str, str] | None = None,
                asset_store: AssetStore | None = None, secrets: dict[str, str] | None = None,
-               anchors: Anchors | None = None, rehearsal: Rehearsal | None = None) -> "Session":
-        """A new session. ``anchors``: what its scores are normalized with (default: the manifest's;
-        the CLI passes ``catalog.anchors_in_effect``). ``rehearsal``: fewer GPUs, stand-ins (recorded)."""
+               anchors: Anchors | None = None, rehearsal: Rehearsal | None = None,
+               participant: Participant | None = None) -> "Session":
+        """A new session; ``opening.create_session`` says what each option does."""
         return create_session(cls, env, profile_name, runtime, sessions_dir, time_limit_s=time_limit_s, clock=clock,
                               store=store, progress=progress, extra_env=extra_env, asset_store=asset_store,
-                              secrets=secrets, anchors=anchors, rehearsal=rehearsal)
+                              secrets=secrets, anchors=anchors, rehearsal=rehearsal, participant=participant)
 
     @classmethod
     def open(cls, folder: Path, env: Environment, runtime: Runtime, *, clock: Clock | None = None,

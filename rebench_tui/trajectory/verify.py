@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..scoring import Aggregation, attempt_fingerprint, counting_attempt
+from ..scoring import Aggregation, Direction, Rule, attempt_fingerprint, is_recount
 from .audit import genesis_hash, line_hash
 from .entries import TraceEntry
 from .records import AUDIT, META, SCORE_LOG
@@ -170,14 +170,18 @@ def check_final(folder: Path, rows: list[dict[str, Any]], report: Report) -> Non
     scorings = [r["content"] for r in rows if r["content"]["type"] == "intermediateScore"]
     values = [math.nan if c["score"] is None else float(c["score"]) for c in scorings]
     # Re-scores of unchanged files (the same attempt fingerprint) count with their median; a row
-    # recorded without a fingerprint (an older session) is an attempt of its own.
+    # recorded without a fingerprint (an older session) is an attempt of its own; a recount at the
+    # finish counts alone (scoring.Rule).
     fingerprints = [attempt_fingerprint(c.get("details")) for c in scorings]
-    counting = counting_attempt(values, Aggregation(meta["aggregation"]), fingerprints)
-    expected = None if counting is None else counting.median
+    rule = Rule(Aggregation(meta["aggregation"]), Direction(meta.get("direction", "lower")),
+                failures_count=bool(meta.get("timing")))  # direction plays a part only where failures count
+    counting = rule.attempt(values, fingerprints, [is_recount(c.get("details")) for c in scorings])
+    expected = None if counting is None else counting.score
     stated = meta.get("final_score")
     ok = (expected is None and stated is None) or (expected is not None and stated is not None and _same(expected, float(stated)))
     how = "" if counting is None or counting.n == 1 else (
-        f" (the median of attempt {counting.number}'s {counting.n} scorings "
+        f" (the {'worst valid' if counting.failures and rule.failures_count else 'median'} of attempt "
+        f"{counting.number}'s {counting.n} scorings "
         f"{', '.join(str(i + 1) for i in counting.valid_indexes)})")
     report.add("final score", ok, f"session.json says {stated}, the audit log's scorings give {expected}{how} "
                                   f"by rule {meta['aggregation']}")

@@ -26,7 +26,7 @@ from textual.worker import Worker, WorkerFailed, WorkerState
 from ..catalog.setting import recorded_differences, setting_words
 from ..clock import format_hms
 from ..errors import RebenchError
-from ..scoring import Attempt, group_attempts
+from ..scoring import Attempt
 from ..session import Session
 from ..session.events import (ClockChanged, CommandsRecorded, FilesRecorded, LinkLost, LinkRestored, NoteSaved,
                               RecordingTrouble, ScoreRecorded, ScoringCancelled, SessionEvent, SessionFinished,
@@ -89,7 +89,7 @@ class RebenchApp(App[None]):
                 yield Static("Score history", classes="section")
                 with Vertical(id="history"):
                     yield ScoreTable(s.hidden, id="score-table")
-                    yield ScoreChart(s.hidden, s.aggregation, id="score-chart")
+                    yield ScoreChart(s.hidden, s.aggregation, id="score-chart", rule=s.meta.rule())
                 yield Static("Files and commands", classes="section")
                 yield FileFeed(id="files")
         yield Footer()
@@ -239,7 +239,9 @@ class RebenchApp(App[None]):
         """The score table, the chart and the counting line, from a snapshot of the scorings;
         returns the scorings grouped into attempts."""
         self._history = history
-        attempts = group_attempts([r.score for r in history], [r.fingerprint for r in history])
+        # the finish's recount scorings are a group of their own (they count alone: scoring.Rule)
+        attempts = self.session.meta.rule().attempts(
+            [r.score for r in history], [f"recount:{r.fingerprint}" if r.recount else r.fingerprint for r in history])
         self.query_one(ScoreTable).show(list(history), attempts, counting)
         self.query_one(ScoreChart).set_records(list(history))
         self._show_best(counting, len(history))
@@ -254,12 +256,17 @@ class RebenchApp(App[None]):
         elif best is None:
             text = f"no valid score yet · counts: {rule} · {anchors}"
         else:
-            if best.n == 1:
-                which = f"scoring {best.representative}"
+            spread = f"{_fmt(best.low)}–{_fmt(best.high)}"
+            if best.recount:  # the finish's fresh scorings of the leading attempt
+                which = f"attempt {best.attempt} recounted at the finish: median of {best.n} fresh scorings, {spread}"
+            elif best.n == 1:
+                which = f"scoring {best.representative}, one scoring: no spread yet"
             else:  # re-scores of unchanged files: their median counts, not the luckiest of them
-                which = (f"attempt {best.attempt}: median of {best.n} re-scores, "
-                         f"{_fmt(best.low)}–{_fmt(best.high)}")
-            text = f"counts ({rule}): {_fmt(best.score)} (normalized {fmt_normalized(best.normalized)}, {which}) · {anchors}"
+                which = f"attempt {best.attempt}: median of {best.n} re-scores, {spread}"
+            runs = meta.recount_runs
+            later = f" · at the finish it is scored {runs} more times" if runs and not self.session.finished else ""
+            text = (f"counts ({rule}): {_fmt(best.score)} (normalized {fmt_normalized(best.normalized)}, {which})"
+                    f"{later} · {anchors}")
         self.query_one("#best", Static).update(text)
 
     # -- scoring --------------------------------------------------------------------------
@@ -427,7 +434,7 @@ def _rescore_note(attempts: list[Attempt], rec: ScoreRecord) -> str:
     for a in attempts:
         if pos in a.indexes and len(a.indexes) > 1:
             return (f"; files unchanged: re-score of attempt {a.number}, which counts with the median of its "
-                    f"{a.n} valid scorings, {_fmt(a.median)}")
+                    f"{a.n} valid scorings, {_fmt(a.score)}")
     return ""
 
 

@@ -9,6 +9,7 @@ triton_cumsum lower, 1.56 -> 0.47 (y = 1.56 - 1.09 n); small_scaling_law higher,
 from __future__ import annotations
 
 import base64
+import dataclasses
 import csv
 import itertools
 import json
@@ -361,12 +362,16 @@ def test_best_so_far_counts_re_scores_with_their_median():
     run = make_run(SourceKind.HUMAN_SESSION, "h", env, "human",
                    [Scoring(600, -1.462, "a"), Scoring(700, -1.663, "a"), Scoring(800, -1.628, "a"),
                     Scoring(900, -1.5, "b"), Scoring(1000, NAN, "b")], finished=True, human=True)
-    raw = A.best_so_far(run)
+    robust = dataclasses.replace(run, counted_by=A.ROBUST)
+    raw = A.best_so_far(robust)
     assert raw.values == pytest.approx((-1.462, -1.5625, -1.628, -1.628, -1.628))
-    assert A.final_at(run) == -1.628 and A.final_at(run, 750) == pytest.approx(-1.5625)
-    # the same scorings without fingerprints (an agent run): the best of them, as before
+    assert A.final_at(robust) == -1.628 and A.final_at(robust, 750) == pytest.approx(-1.5625)
+    # by the paper's rule (a comparison's default): the best single scoring
+    assert A.best_so_far(run).values == (-1.462, -1.663, -1.663, -1.663, -1.663)
+    assert A.final_by(run, A.PAPER) == -1.663 and A.final_by(run, A.ROBUST) == -1.628
+    # the same scorings without fingerprints (an agent run): the robust rule cannot count them
     plain = run_of(env, [(600, -1.462), (700, -1.663), (800, -1.628), (900, -1.5), (1000, NAN)])
-    assert A.final_at(plain) == -1.663
+    assert A.final_at(plain) == -1.663 and A.final_by(plain, A.ROBUST) is None
 
 
 def test_nan_until_the_first_valid_score_and_clipping():
