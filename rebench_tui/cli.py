@@ -850,10 +850,7 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
                  envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only,
                  runs=_study_runs(study_url, resolver, settings) if study_url else (),
                  who=HumanFilter(participants, ai_tools, internet))
-    for w in got.warnings:
-        err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
-    for n in got.notes:
-        err.print(f"[dim]note:[/dim] {escape(n)}", highlight=False)
+    _say_gathered(got)
     result = run_compare(got.runs, budgets=[parse_budget(b) for b in budgets], k_max=k_max, n_boot=n_boot,
                          seed=seed, level=level, rule=rule)
     for w in result.warnings:  # runs on different scales averaged together: said before anything else
@@ -872,6 +869,14 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
         from .compare.terminal import print_report
 
         print_report(out if out.is_terminal else Console(soft_wrap=True, width=160), result)
+
+
+def _say_gathered(got) -> None:
+    """What reading the sources found worth saying: warnings, then notes."""
+    for w in got.warnings:
+        err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
+    for n in got.notes:
+        err.print(f"[dim]note:[/dim] {escape(n)}", highlight=False)
 
 
 def _study_runs(url: str, resolver, settings: Settings) -> list:
