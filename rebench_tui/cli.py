@@ -13,7 +13,7 @@ from rich.table import Table
 from . import workstation
 from .clock import format_hms, parse_duration
 from .config import Settings
-from .errors import RebenchError
+from .errors import RebenchError, UsageError
 from .trajectory.records import META
 
 err = Console(stderr=True, soft_wrap=True)
@@ -49,6 +49,27 @@ class _Duration(click.ParamType):
 DURATION = _Duration()
 
 
+class _Budget(click.ParamType):
+    """A working-time budget for compare (2h, 8h, or none): a bad one is a usage error."""
+
+    name = "budget"
+
+    def convert(self, value, param, ctx):
+        from .compare.command import parse_budget
+
+        if not isinstance(value, str):
+            return value
+        try:
+            return parse_budget(value)
+        except RebenchError as exc:
+            self.fail(f"{exc.what}; {exc.fix}" if exc.fix else exc.what, param, ctx)
+
+
+# Exit statuses a script can trust: 0 done, 1 failed (one of our errors, a failed check, a crash),
+# 2 called wrongly (click's usage errors and our UsageError).
+EXIT_FAILED, EXIT_USAGE = 1, 2
+
+
 def _usage_error(exc: click.UsageError) -> None:
     """Click's own errors (a bad option value, a missing argument, an unknown option) as one line
     that names the fix, like every other error here; exit status 2, as click's."""
@@ -57,7 +78,17 @@ def _usage_error(exc: click.UsageError) -> None:
     what = exc.format_message().rstrip(".")
     what = what[:1].lower() + what[1:] if what[:1].isupper() and not what[1:2].isupper() else what
     err.print(f"[bold red]error:[/bold red] {escape(what)} (see `{escape(where)} --help`)", highlight=False)
-    sys.exit(exc.exit_code)
+    sys.exit(EXIT_USAGE)
+
+
+def _print_error(exc: RebenchError) -> None:
+    """What went wrong, what was kept, what to do next: one line each (messages may hold [brackets]:
+    escaped, printed as written)."""
+    err.print(f"[bold red]error:[/bold red] {escape(exc.what)}", highlight=False)
+    if exc.kept:
+        err.print(f"[bold]kept:[/bold] {escape(exc.kept)}", highlight=False)
+    if exc.fix:
+        err.print(f"[bold]next:[/bold] {escape(exc.fix)}", highlight=False)
 
 
 class _Group(click.Group):
@@ -72,13 +103,9 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:
             _usage_error(exc)
-        except RebenchError as exc:  # messages may hold [brackets]: escaped, printed as written
-            err.print(f"[bold red]error:[/bold red] {escape(exc.what)}", highlight=False)
-            if exc.kept:
-                err.print(f"[bold]kept:[/bold] {escape(exc.kept)}", highlight=False)
-            if exc.fix:
-                err.print(f"[bold]next:[/bold] {escape(exc.fix)}", highlight=False)
-            sys.exit(2)
+        except RebenchError as exc:
+            _print_error(exc)
+            sys.exit(EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED)
 
 
 sessions_dir_opt = click.option("--sessions-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -245,11 +272,19 @@ def calibrate(env_id: str, profile: str | None, runs: int, runtime_kind: str, pa
               f"(calibration session records: {cal.session})", highlight=False)
 
 
-def _run_app(session) -> None:
+def _keymap(settings: Settings) -> dict[str, str]:
+    """The keymap file, checked before a session opens: a bad one is an error line, not a traceback."""
+    from .tui.app import RebenchApp
+    from .tui.keymap import load_keymap
+
+    return load_keymap(settings.keymap_file, RebenchApp.binding_ids())
+
+
+def _run_app(session, keymap: dict[str, str]) -> None:
     from .tui.app import RebenchApp
 
     settings = _settings()
-    app = RebenchApp(session, keymap_path=settings.keymap_file, agent_runs=settings.agent_runs)
+    app = RebenchApp(session, keymap=keymap, agent_runs=settings.agent_runs)
     try:
         app.run()
     finally:
@@ -257,6 +292,10 @@ def _run_app(session) -> None:
             session.close(pause_clock=True)
     state = "finished" if session.finished else ("clock running" if session.wclock.running else "clock paused")
     err.print(f"session {session.id} ({state}); records in {session.folder}", highlight=False)
+    if app.return_code:  # a crash inside the screen (Textual printed its traceback above): never exit 0
+        raise RebenchError(f"the screen stopped on an error (exit status {app.return_code}; the traceback is above)",
+                           kept=f"every record of session {session.id} written before it ({state})",
+                           fix=f"resume with `rebench-tui resume {session.id}`; if it happens again, report the traceback")
     if not session.finished:
         err.print(f"resume with: rebench-tui resume {session.id}", highlight=False)
 
@@ -275,6 +314,7 @@ def start(env_id: str, profile: str | None, time_limit: float | None, runtime_ki
     from .session import Session
 
     settings = _settings(sessions_dir)
+    keymap = _keymap(settings)  # before anything starts
     env = workstation.catalog(settings).get(env_id)
     limit = time_limit
     choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=host,
@@ -287,7 +327,7 @@ def start(env_id: str, profile: str | None, time_limit: float | None, runtime_ki
     session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
                              store=_store(settings), progress=_progress, asset_store=AssetStore(settings.cache_dir),
                              secrets=secret_values)
-    _run_app(session)
+    _run_app(session, keymap)
 
 
 def _store(settings):
@@ -320,7 +360,8 @@ def _open_session(session_id: str | None, sessions_dir: Path | None):
 @sessions_dir_opt
 def resume(session_id: str | None, sessions_dir: Path | None) -> None:
     """Reopen a session (default: the most recent unfinished one); the clock continues exactly."""
-    _run_app(_open_session(session_id, sessions_dir))
+    keymap = _keymap(_settings(sessions_dir))  # before the session opens
+    _run_app(_open_session(session_id, sessions_dir), keymap)
 
 
 @main.command()
@@ -492,7 +533,7 @@ def prepare(env_ids: tuple[str, ...], all_envs: bool, synthetic: bool, profile: 
     elif env_ids:
         envs = [cat.get(e) for e in env_ids]
     else:
-        raise RebenchError("name an environment (or --all)", fix="e.g. `rebench-tui prepare fix_embedding --synthetic`")
+        raise UsageError("name an environment (or --all)", fix="e.g. `rebench-tui prepare fix_embedding --synthetic`")
     store = AssetStore(settings.cache_dir)
     prof = profile or ("smoke" if synthetic else "gpu")
     mode = "from" if source is not None else ("synthetic" if synthetic else "fetch")
@@ -620,7 +661,7 @@ def hosts_cmd(env_id: str | None) -> None:
 
 def _export_folders(settings: Settings, session_ids: tuple[str, ...], all_sessions: bool) -> list[Path]:
     if session_ids and all_sessions:
-        raise RebenchError("give session ids or --all, not both", fix="drop --all to export only the sessions named")
+        raise UsageError("give session ids or --all, not both", fix="drop --all to export only the sessions named")
     if all_sessions:
         folders = sorted(p for p in settings.sessions.iterdir() if (p / META).is_file()) \
             if settings.sessions.is_dir() else []
@@ -629,7 +670,7 @@ def _export_folders(settings: Settings, session_ids: tuple[str, ...], all_sessio
         return folders
     if session_ids:
         return list(dict.fromkeys(workstation.find_session(settings.sessions, sid) for sid in session_ids))
-    raise RebenchError("name the sessions to export (or --all)",
+    raise UsageError("name the sessions to export (or --all)",
                        fix="e.g. `rebench-tui export SESSION_ID --format inspect`; `rebench-tui sessions` lists them")
 
 
@@ -679,7 +720,7 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
         except RebenchError as exc:  # printed without markup: the fix's "[inspect]" must show as typed
             err.print(f"error: {exc.what}", highlight=False, markup=False)
             err.print(f"next: {exc.fix}", highlight=False, markup=False)
-            sys.exit(2)
+            sys.exit(EXIT_FAILED)
     base = Path("exports") if output is None else output
     names = {"inspect": "{}." + inspect_fmt, "vivaria": "{}-vivaria", "csv": "{}-csv"}
     failed = 0
@@ -707,7 +748,7 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 @click.option("--no-humans", is_flag=True, help="do not add the sessions folder's sessions when no human run was named")
 @sessions_dir_opt
 @click.option("--env", "envs", multiple=True, help="only this environment: id, METR family or family/task (repeatable)")
-@click.option("--budget", "budgets", multiple=True, default=("8h",), show_default=True,
+@click.option("--budget", "budgets", type=_Budget(), multiple=True, default=("8h",), show_default=True,
               help="working-time budget for final scores, e.g. 2h (repeatable; the largest is the main one; none = whole run)")
 @click.option("--k-max", type=click.IntRange(min=1), default=None, help="largest k for score@k (default: most runs on one environment)")
 @click.option("--bootstrap", "n_boot", type=click.IntRange(min=0), default=1000, show_default=True, help="bootstrap resamples for the score@k band")
@@ -750,7 +791,7 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     rebench-tui compare trace.jsonl --task ai_rd_triton_cumsum/main --label my-agent --tui
     """
     from .compare.analysis import compare as run_compare
-    from .compare.command import gather, parse_budget, resolver_for, write_reports
+    from .compare.command import gather, resolver_for, write_reports
 
     settings = _settings(sessions_dir)
     resolver = resolver_for(settings, profile, anchors)
@@ -761,7 +802,7 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     for n in got.notes:
         err.print(f"[dim]note:[/dim] {escape(n)}", highlight=False)
-    result = run_compare(got.runs, budgets=[parse_budget(b) for b in budgets], k_max=k_max, n_boot=n_boot,
+    result = run_compare(got.runs, budgets=list(budgets), k_max=k_max, n_boot=n_boot,
                          seed=seed, level=level)
     for w in result.warnings:  # runs on different scales averaged together: said before anything else
         err.print(f"[bold yellow]warning:[/bold yellow] {escape(w)}", highlight=False)

@@ -7,6 +7,7 @@ never counted in ticks.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import subprocess
 import threading
@@ -56,13 +57,14 @@ class RebenchApp(App[None]):
         Binding("ctrl+c", "quit_confirm", "Quit", id="quit_ctrl_c", show=False, priority=True),
     ]
 
-    def __init__(self, session: Session, *, keymap_path: Path | None = None, tick_s: float = 0.25,
-                 watch_files: bool = True, agent_runs: str | None = None) -> None:
+    def __init__(self, session: Session, *, keymap_path: Path | None = None, keymap: dict[str, str] | None = None,
+                 tick_s: float = 0.25, watch_files: bool = True, agent_runs: str | None = None) -> None:
         super().__init__()
         self.session = session
         self.tick_s = tick_s
         self.watch_files = watch_files
-        self.keymap_path = keymap_path
+        # Checked here, before the app runs: a bad file is a RebenchError for the caller, not a traceback.
+        self.keymap = keymap if keymap is not None else load_keymap(keymap_path, self.binding_ids())
         self.agent_runs = agent_runs  # Settings.agent_runs ($REBENCH_AGENT_RUNS): shown by the compare key
         self._cancel = threading.Event()
         self._score_started: float | None = None
@@ -122,11 +124,14 @@ class RebenchApp(App[None]):
         status.update(self._status_text(up))
         status.set_class(not up, "link-down")
 
+    @classmethod
+    def binding_ids(cls) -> set[str]:
+        """The ids a keymap file may remap."""
+        return {b.id for b in cls.BINDINGS if isinstance(b, Binding) and b.id}
+
     def on_mount(self) -> None:
-        ids = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id}
-        keymap = load_keymap(self.keymap_path, ids)
-        if keymap:
-            self.set_keymap(keymap)
+        if self.keymap:
+            self.set_keymap(self.keymap)
         self._show_history(tuple(self.session.history), self.session.final())
         self.session.subscribe(lambda ev: self.post_message(SessionUpdate(ev)))
         if self.watch_files:
@@ -404,12 +409,17 @@ class RebenchApp(App[None]):
     async def action_quit(self) -> None:  # the command palette's quit goes through the same dialog
         self.action_quit_confirm()
 
-    def on_unmount(self) -> None:
-        # Wait for a cancelled scoring to record itself before the session closes.
+    async def on_unmount(self) -> None:
+        """Close the session in a thread, off the screen's: waiting for a cancelled scoring to
+        record itself and writing the closing rows never block the event loop."""
+        await asyncio.to_thread(self._close_session)
+
+    def _close_session(self) -> None:
         deadline = time.monotonic() + 30
         while self.session.scoring and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.session.close(pause_clock=self.closed_with != "keep")
+        if self.session.lock.held:  # else closed already (or never opened here)
+            self.session.close(pause_clock=self.closed_with != "keep")
 
 
 def _rescore_note(attempts: list[Attempt], rec: ScoreRecord) -> str:

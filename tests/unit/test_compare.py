@@ -567,12 +567,12 @@ def test_cli_compare_env_filter_and_csv_only(tmp_path):
 
 def test_cli_compare_errors_are_readable(tmp_path):
     r = _invoke([str(RUNS / "bare" / "fix_embedding_trace.jsonl"), "--no-humans"])
-    assert r.exit_code == 2 and "--task" in r.output
+    assert r.exit_code == 1 and "--task" in r.output
     r = _invoke([str(RUNS / "bare" / "fix_embedding_trace.jsonl"), "--no-humans", "--task", "ai_rd_fix_embedding/main",
                  "--bootstrap", "10"])
     assert r.exit_code == 0, r.output
     r = _invoke([str(RUNS / "vivaria"), "--no-humans", "--env", "nanogpt_chat_rl"])
-    assert r.exit_code == 2 and "no runs to compare" in r.output
+    assert r.exit_code == 1 and "no runs to compare" in r.output
     r = _invoke([str(RUNS / "vivaria"), "--no-humans", "--budget", "soon"])
     assert r.exit_code == 2 and "budget" in r.output
 

@@ -343,7 +343,7 @@ def test_cli_batch_export(finished, unfinished, tmp_path):
     assert r.exit_code == 0 and inspect_log.read_eval_log(str(tmp_path / "one.json")).status == "success"
 
     r = CliRunner().invoke(main, ["export", "no-such-session", "--sessions-dir", str(sessions)])
-    assert r.exit_code == 2 and "no session 'no-such-session'" in r.output
+    assert r.exit_code == 1 and "no session 'no-such-session'" in r.output
     r = CliRunner().invoke(main, ["export", "--sessions-dir", str(sessions)])
     assert r.exit_code == 2 and "--all" in r.output
 
@@ -354,7 +354,7 @@ def test_cli_names_the_missing_inspect_extra(finished, tmp_path):
     code = ("import sys; sys.modules['inspect_ai'] = None; from rebench_tui.cli import main; "
             f"main(['export', {finished.id!r}, '-o', {str(tmp_path / 'x')!r}, '--sessions-dir', {str(finished.folder.parent)!r}])")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2, p.stderr
+    assert p.returncode == 1, p.stderr
     assert "pip install 'rebench-tui[inspect]'" in p.stderr
     assert not (tmp_path / "x").exists()
 
