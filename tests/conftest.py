@@ -26,6 +26,15 @@ IMAGES = ROOT / "images"
 KNOWN_IMAGES = Recipes.load(IMAGES).names
 
 
+def pytest_collection_modifyitems(config, items):
+    """A test that asks for the engine (``docker_client``, directly or through another fixture) is a
+    ``docker`` test whether or not its module says so: the fast tier (``-m "not docker and not
+    slow"``) never selects one, so it needs no engine and no images."""
+    for item in items:
+        if "docker_client" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("docker"):
+            item.add_marker(pytest.mark.docker)
+
+
 @pytest.fixture
 def fake_clock() -> FakeClock:
     return FakeClock()
