@@ -134,13 +134,13 @@ def _anchors_here(env, profile: str, settings: Settings):
 
 
 @main.command("list")
-@click.option("-v", "--verbose", is_flag=True, help="also say where each profile's start and reference scores come from "
-                                                    "(published, measured by the project, calibrated here) and how they were measured")
+@click.option("-v", "--verbose", is_flag=True, help="every column (title, METR task, where the anchors come from, settings "
+              "that differ from the paper's), then each profile's anchors in detail and the paper's setting beside it")
 def list_cmd(verbose: bool) -> None:
     """Show the environments, their profiles' start and reference scores (the anchors), and any problems in their folders."""
     settings = _settings()
     cat = workstation.catalog(settings)
-    out.print(_environments_table(cat, settings))
+    out.print(_environments_table(cat, settings) if verbose else _environments_brief(cat, settings))
     if verbose:
         for env in cat.environments.values():
             for p in map(env.profile, env.profile_names):
@@ -151,6 +151,25 @@ def list_cmd(verbose: bool) -> None:
         for p in cat.problems:
             err.print(f"  - {p}", highlight=False, markup=False)
         sys.exit(1)
+
+
+def _environments_brief(cat, settings: Settings) -> Table:
+    """The environments in four columns that stay whole in an 80-column terminal (-v has the rest)."""
+    t = Table(title="environments (rebench-tui list -v: titles, tasks, where the anchors come from)")
+    _id_column(t, "id", cat.environments)
+    t.add_column("better", no_wrap=True)
+    t.add_column("start → reference", no_wrap=True)
+    t.add_column("time", no_wrap=True)
+    for env in cat.environments.values():
+        score = env.manifest.score
+        lines = []
+        for p in map(env.profile, env.profile_names):
+            a, _problem = _anchors_here(env, p.name, settings)
+            start, ref = (a.start, a.reference) if a is not None else (p.start_score, p.reference_score)
+            lines.append(f"{p.name} {start:.4g} → {ref:.4g}")
+        t.add_row(env.id, score.direction.value + (", hidden" if score.visibility == "hidden" else ""), "\n".join(lines),
+                  format_hms(env.manifest.time.limit))
+    return t
 
 
 def _environments_table(cat, settings: Settings) -> Table:
@@ -438,8 +457,9 @@ def verify_cmd(session_ids: tuple[str, ...], sessions_dir: Path | None) -> None:
 @click.option("--env", "env_id", default=None)
 @click.option("--status", type=click.Choice(["active", "finished"]), default=None)
 @click.option("--rebuild-index", is_flag=True, help="rebuild sessions/index.db from the session folders first (the records are the truth)")
+@click.option("-v", "--verbose", is_flag=True, help="every column: environment, profile, runtime@host, scorings, normalized final")
 @sessions_dir_opt
-def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, sessions_dir: Path | None) -> None:
+def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, verbose: bool, sessions_dir: Path | None) -> None:
     """List sessions from the index (an unreadable index is rebuilt from the session folders by itself)."""
     from .store import Store
 
@@ -452,17 +472,25 @@ def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, se
         for p in problems:
             err.print(f"  not indexed: {p}")
     rows = _store(settings).sessions(env_id=env_id, status=status)
+    out.print(_sessions_table(rows, settings, verbose))
+
+
+def _sessions_table(rows: list[dict], settings: Settings, verbose: bool) -> Table:
+    """Id (which starts with the environment's), status, working time and final score: whole in 80
+    columns; -v adds environment, profile, runtime, scorings and the normalized final."""
     t = Table(title=f"sessions in {settings.sessions}")
     _id_column(t, "id", [r["id"] for r in rows])
-    for col in ("env", "profile", "runtime", "status", "working", "scores", "final", "normalized"):
-        t.add_column(col)
+    cols = ("env", "profile", "runtime", "status", "working", "scores", "final", "normalized") if verbose else (
+        "status", "working", "final")
+    for col in cols:
+        t.add_column(col, no_wrap=not verbose)
     for r in rows:
-        fin = r.get("final_score")
-        norm = r.get("final_normalized")
-        t.add_row(r["id"], r["env_id"], r["profile"], f"{r['runtime']}@{r['host']}", r["status"],
-                  format_hms(r.get("working_s") or 0), str(r.get("n_scores") or 0),
-                  "" if fin is None else f"{fin:.4g}", "" if norm is None else f"{norm:.3g}")
-    out.print(t)
+        fin, norm = r.get("final_score"), r.get("final_normalized")
+        cells = {"env": r["env_id"], "profile": r["profile"], "runtime": f"{r['runtime']}@{r['host']}", "status": r["status"],
+                 "working": format_hms(r.get("working_s") or 0), "scores": str(r.get("n_scores") or 0),
+                 "final": "" if fin is None else f"{fin:.4g}", "normalized": "" if norm is None else f"{norm:.3g}"}
+        t.add_row(r["id"], *(cells[c] for c in cols))
+    return t
 
 
 @main.command()
