@@ -12,15 +12,17 @@ import gc
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
+from textual.screen import Screen
 from textual.widgets import Footer, Markdown, Static
 from textual.worker import Worker, WorkerFailed, WorkerState
 
@@ -409,6 +411,15 @@ class RebenchApp(App[None]):
     async def action_quit(self) -> None:  # the command palette's quit goes through the same dialog
         self.action_quit_confirm()
 
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The command palette (ctrl+p) offers the session's commands too, each with its key as
+        the keymap file set it."""
+        yield from super().get_system_commands(screen)
+        for b in self.BINDINGS:
+            if isinstance(b, Binding) and b.id in PALETTE:
+                key = self.get_key_display(replace(b, key=self.keymap.get(b.id, b.key), key_display=None))
+                yield SystemCommand(f"{b.description} ({key})", PALETTE[b.id], getattr(self, f"action_{b.action}"))
+
     async def on_unmount(self) -> None:
         """Close the session in a thread, off the screen's: waiting for a cancelled scoring to
         record itself and writing the closing rows never block the event loop."""
@@ -431,6 +442,13 @@ def _rescore_note(attempts: list[Attempt], rec: ScoreRecord) -> str:
                     f"{a.n} valid scorings, {_fmt(a.median)}")
     return ""
 
+
+# The session's commands in the command palette, with what each does (quit is Textual's own entry,
+# which goes through the same dialog).
+PALETTE = {"score": "Run the protected scorer on the files as they are now", "cancel_score": "Cancel the running scoring",
+           "pause": "Pause or resume the working clock", "note": "Write a note into the record",
+           "shell": "Open a login shell in the container", "submit": "Submit: one last scoring, then the session finishes",
+           "compare": "Compare with this environment's other sessions and agent runs", "help": "The keys and where the records are"}
 
 COMMAND_WORDS = {"score": "scoring", "submit": "the submission", "finish_at_time_limit": "the final scoring",
                  "pause": "pausing the clock", "resume": "resuming the clock", "note": "saving the note",
