@@ -390,7 +390,7 @@ class RebenchApp(App[None]):
         lines = ["# Keys", "", "| key | does |", "|---|---|"]
         for b in self.BINDINGS:
             if isinstance(b, Binding) and b.show or b.id == "cancel_score":
-                shown = next((ab.binding.key for ab in keys.values() if ab.binding.id == b.id), b.key)
+                shown = self.get_key_display(next((ab.binding for ab in keys.values() if ab.binding.id == b.id), b))
                 lines.append(f"| `{shown}` | {b.description} |")
         lines += ["", "Remap keys in a keymap file (`binding id = \"key\"`): ids are "
                   + ", ".join(f"`{b.id}`" for b in self.BINDINGS if isinstance(b, Binding) and b.id) + ".",
