@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 import click
 from rich.console import Console
@@ -27,8 +29,22 @@ def _settings(sessions_dir: Path | None = None) -> Settings:
     return s
 
 
-def _progress(msg: str) -> None:
-    err.print(f"… {msg}", highlight=False, markup=False)
+@contextmanager
+def _steps(title: str) -> Iterator[Callable[[str], None]]:
+    """Progress of a long job (building images, preparing assets, calibrating): on a terminal a
+    spinner with the step under way and the time so far; every step also stays as a "… step" line
+    (the only output where stderr is not a terminal, as in a log)."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                  transient=True) as bar:
+        task = bar.add_task(title, total=None)
+
+        def step(msg: str) -> None:
+            bar.console.print(f"… {msg}", highlight=False, markup=False)
+            bar.update(task, description=escape(f"{title}: {msg}"[:72]))
+
+        yield step
 
 
 class _Duration(click.ParamType):
@@ -264,9 +280,10 @@ def calibrate(env_id: str, profile: str | None, runs: int, runtime_kind: str, pa
     choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=None,
                                 say=lambda m: err.print(f"[yellow]note:[/yellow] {m}", highlight=False))
     secret_values = workstation.resolve_secrets(env, choice.profile, settings, required=False)
-    outcome = run_calibration(env, choice.profile, choice.runtime, runs=runs, config_dir=settings.config_dir,
-                              cache_dir=settings.cache_dir, project_root=settings.root, secrets=secret_values,
-                              progress=_progress, participant_uid=participant_uid)
+    with _steps(f"calibrating {env.id}") as step:
+        outcome = run_calibration(env, choice.profile, choice.runtime, runs=runs, config_dir=settings.config_dir,
+                                  cache_dir=settings.cache_dir, project_root=settings.root, secrets=secret_values,
+                                  progress=step, participant_uid=participant_uid)
     cal = outcome.calibration
     t = Table(title=f"{env.id} ({cal.profile}) calibrated on {cal.host.get('hostname')}: {cal.gpu_summary}, "
                     f"{cal.host.get('runtime')} runtime, {cal.duration_s:.0f} s")
@@ -343,9 +360,10 @@ def start(env_id: str, profile: str | None, time_limit: float | None, runtime_ki
                   + ("" if choice.runtime.isolated else " (NOT ISOLATED)") + ". Scores from it are not comparable with GPU runs.",
                   highlight=False)
     secret_values = workstation.resolve_secrets(env, choice.profile, settings)  # before anything starts
-    session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
-                             store=_store(settings), progress=_progress, asset_store=AssetStore(settings.cache_dir),
-                             secrets=secret_values)
+    with _steps(f"starting {env.id}") as step:  # image build and assets, on a first start: minutes
+        session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
+                                 store=_store(settings), progress=step, asset_store=AssetStore(settings.cache_dir),
+                                 secrets=secret_values)
     _run_app(session, keymap)
 
 
@@ -615,10 +633,10 @@ def images_build(names: tuple[str, ...], host: str | None) -> None:
     """Build base images NAMES (default: base) and what they need."""
     settings = _settings()
     rt = workstation.connect_docker(settings, host)
-    builder = rt.builder(_progress)
-    for name in names or ("base",):
-        tag = builder.ensure(name)
-        err.print(f"ready: {name} = {tag}")
+    with _steps("building images") as step:
+        builder = rt.builder(step)
+        for name in names or ("base",):
+            step(f"ready: {name} = {builder.ensure(name)}")
 
 
 @main.command()
