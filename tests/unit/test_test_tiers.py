@@ -38,3 +38,16 @@ def test_hostile_arenas_fail_rather_than_skip_without_an_engine_under_require_do
     summary = p.stdout.strip().splitlines()[-1]
     assert p.returncode != 0 and "skipped" not in summary and "error" in summary, p.stdout[-3000:]
     assert "REBENCH_REQUIRE_DOCKER=1 but no Docker engine answers" in p.stdout
+
+
+def test_the_readme_opens_with_the_commands_and_times_and_ci_runs_its_test_command():
+    block = (ROOT / "README.md").read_text(encoding="utf-8").split("```bash", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.strip().splitlines()]
+    assert lines[0].startswith("./scripts/start "), lines
+    fast = next(line for line in lines if line.startswith("./scripts/test --fast"))
+    full = next(line for line in lines if line.split("#")[0].strip() == "./scripts/test")
+    assert "minutes here" in fast and "minutes here" in full, lines
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert "./scripts/test" in ci and "export REBENCH_REQUIRE_DOCKER=1" in ci, ci
+    script = (ROOT / "scripts" / "test").read_text(encoding="utf-8")
+    assert "--durations=25" in script and '-m "not docker and not slow"' in script
