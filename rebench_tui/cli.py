@@ -78,7 +78,8 @@ class _Budget(click.ParamType):
         try:
             return parse_budget(value)
         except RebenchError as exc:
-            self.fail(f"{exc.what}; {exc.fix}" if exc.fix else exc.what, param, ctx)
+            what = f"{value!r}: " + exc.what.removeprefix(f"--budget {value!r}: ")  # click names the option
+            self.fail(f"{what}; {exc.fix}" if exc.fix else what, param, ctx)
 
 
 # Exit statuses a script can trust: 0 done, 1 failed (one of our errors, a failed check, a crash),
