@@ -3,13 +3,15 @@ quit and submit dialogs, and compare: each test renders the real app at a fixed 
 injected clock and compares the SVG with the one accepted in ``__snapshots__/``.
 
 Everything that varies between runs is fixed: the session id (no random suffix), the sessions
-folder (a fixed path, which the help screen shows), the clock (fake). A changed screen fails
+folder (one path, which the help screen shows; a lock keeps two test runs on one machine from
+sharing it), the clock (fake). A changed screen fails
 here; if the change is wanted, look at the report pytest writes and accept it with
 ``pytest tests/tui/test_snapshots.py --snapshot-update``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import tempfile
 from pathlib import Path
@@ -30,14 +32,16 @@ SESSIONS = Path(tempfile.gettempdir()) / "rebench-snapshots" / "sessions"  # sho
 
 @pytest.fixture
 def session(fake_clock, monkeypatch):
-    """A toy_score session with a fixed id in a fixed folder, closed at the end."""
-    shutil.rmtree(SESSIONS.parent, ignore_errors=True)
-    monkeypatch.setattr(opening, "new_session_id", lambda env_id, wall: f"{env_id}-20260101-000000-snap")
-    env = load_catalog(FIXTURE_ENVS, KNOWN_IMAGES).get("toy_score")
-    s = Session.create(env, "smoke", LocalRuntime(), SESSIONS, clock=fake_clock, store=Store(SESSIONS))
-    yield s
-    s.lock.release()
-    shutil.rmtree(SESSIONS.parent, ignore_errors=True)
+    """A toy_score session with a fixed id in a fixed folder, removed at the end."""
+    with open(Path(tempfile.gettempdir()) / "rebench-snapshots.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another run of these tests on this machine waits
+        shutil.rmtree(SESSIONS.parent, ignore_errors=True)
+        monkeypatch.setattr(opening, "new_session_id", lambda env_id, wall: f"{env_id}-20260101-000000-snap")
+        env = load_catalog(FIXTURE_ENVS, KNOWN_IMAGES).get("toy_score")
+        s = Session.create(env, "smoke", LocalRuntime(), SESSIONS, clock=fake_clock, store=Store(SESSIONS))
+        yield s
+        s.lock.release()
+        shutil.rmtree(SESSIONS.parent, ignore_errors=True)
 
 
 def _app(s) -> RebenchApp:
