@@ -86,3 +86,15 @@ def test_every_bad_option_is_one_line_naming_the_fix(argv, names, fix, tmp_path)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, p.stderr
     assert lines[0].startswith("error: ") and names in lines[0] and fix in lines[0], lines[0]
+
+
+def test_a_relative_sessions_dir_scores_like_an_absolute_one(toy_session, tmp_path, monkeypatch):
+    """--sessions-dir sessions (relative) used to give the local runtime's scorer relative paths: every scoring NaN."""
+    s = toy_session()
+    (s.workspace / "solution" / "answer.txt").write_text("4\n")
+    s.close()
+    monkeypatch.chdir(s.folder.parent.parent)
+    monkeypatch.setenv("REBENCH_ENVIRONMENTS_DIR", str(ROOT / "tests" / "fixtures" / "environments"))
+    r = CliRunner().invoke(main, ["score", s.id, "--sessions-dir", s.folder.parent.name])
+    assert r.exit_code == 0, r.output
+    assert "score 4 (normalized 0.75)" in r.output, r.output
