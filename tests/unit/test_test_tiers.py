@@ -14,26 +14,26 @@ from tests.conftest import ROOT
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 
 
-def _pytest(*args: str, **env: str) -> subprocess.CompletedProcess:
+def _pytest(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if k != "REBENCH_REQUIRE_DOCKER"}
     full.update(PYTHONPATH=str(ROOT), DOCKER_HOST=NO_ENGINE, **env)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=ROOT, env=full,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'inner'}",
+                           *args], cwd=ROOT, env=full, capture_output=True, text=True, timeout=300)
 
 
-def test_a_test_that_asks_for_the_engine_is_a_docker_test_even_unmarked():
+def test_a_test_that_asks_for_the_engine_is_a_docker_test_even_unmarked(tmp_path):
     """tests/integration/test_doctor.py has no module marker; its engine tests are deselected all the same."""
-    p = _pytest("--collect-only", "-q", "-m", "not docker", "tests/integration/test_doctor.py")
+    p = _pytest(tmp_path, "--collect-only", "-q", "-m", "not docker", "tests/integration/test_doctor.py")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     selected = {line.split("::")[1] for line in p.stdout.splitlines() if "::" in line}
     assert "test_an_engine_that_does_not_answer_is_one_failure_and_the_rest_skip" in selected, selected  # needs no engine
     assert not selected & {"test_smoke_profile_passes_without_a_gpu", "test_cli_exits_1_and_prints_each_fix"}, selected
 
 
-def test_hostile_arenas_fail_rather_than_skip_without_an_engine_under_require_docker():
+def test_hostile_arenas_fail_rather_than_skip_without_an_engine_under_require_docker(tmp_path):
     """Every hostile module's arena (the shared one and the two with their own) goes through
     conftest's docker_client: no engine under REBENCH_REQUIRE_DOCKER=1 is an error, never a skip."""
-    p = _pytest("-q", "-rs", "tests/integration/test_hostile_rust_codecontests.py",
+    p = _pytest(tmp_path, "-q", "-rs", "tests/integration/test_hostile_rust_codecontests.py",
                 "tests/integration/test_hostile_nanogpt_chat_rl.py", "tests/integration/test_hostile_triton_cumsum.py",
                 REBENCH_REQUIRE_DOCKER="1")
     summary = p.stdout.strip().splitlines()[-1]
