@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 import click
 from rich.console import Console
@@ -14,7 +16,7 @@ from rich.table import Table
 from . import workstation
 from .clock import format_hms, parse_duration
 from .config import Settings
-from .errors import RebenchError
+from .errors import RebenchError, UsageError
 from .trajectory.records import META
 
 err = Console(stderr=True, soft_wrap=True)
@@ -28,8 +30,22 @@ def _settings(sessions_dir: Path | None = None) -> Settings:
     return s
 
 
-def _progress(msg: str) -> None:
-    err.print(f"… {msg}", highlight=False, markup=False)
+@contextmanager
+def _steps(title: str) -> Iterator[Callable[[str], None]]:
+    """Progress of a long job (building images, preparing assets, calibrating): on a terminal a
+    spinner with the step under way and the time so far; every step also stays as a "… step" line
+    (the only output where stderr is not a terminal, as in a log)."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                  transient=True) as bar:
+        task = bar.add_task(title, total=None)
+
+        def step(msg: str) -> None:
+            bar.console.print(f"… {msg}", highlight=False, markup=False)
+            bar.update(task, description=escape(f"{title}: {msg}"[:72]))
+
+        yield step
 
 
 class _Duration(click.ParamType):
@@ -50,6 +66,28 @@ class _Duration(click.ParamType):
 DURATION = _Duration()
 
 
+class _Budget(click.ParamType):
+    """A working-time budget for compare (2h, 8h, or none): a bad one is a usage error."""
+
+    name = "budget"
+
+    def convert(self, value, param, ctx):
+        from .compare.command import parse_budget
+
+        if not isinstance(value, str):
+            return value
+        try:
+            return parse_budget(value)
+        except RebenchError as exc:
+            what = f"{value!r}: " + exc.what.removeprefix(f"--budget {value!r}: ")  # click names the option
+            self.fail(f"{what}; {exc.fix}" if exc.fix else what, param, ctx)
+
+
+# Exit statuses a script can trust: 0 done, 1 failed (one of our errors, a failed check, a crash),
+# 2 called wrongly (click's usage errors and our UsageError).
+EXIT_FAILED, EXIT_USAGE = 1, 2
+
+
 def _usage_error(exc: click.UsageError) -> None:
     """Click's own errors (a bad option value, a missing argument, an unknown option) as one line
     that names the fix, like every other error here; exit status 2, as click's."""
@@ -58,7 +96,17 @@ def _usage_error(exc: click.UsageError) -> None:
     what = exc.format_message().rstrip(".")
     what = what[:1].lower() + what[1:] if what[:1].isupper() and not what[1:2].isupper() else what
     err.print(f"[bold red]error:[/bold red] {escape(what)} (see `{escape(where)} --help`)", highlight=False)
-    sys.exit(exc.exit_code)
+    sys.exit(EXIT_USAGE)
+
+
+def _print_error(exc: RebenchError) -> None:
+    """What went wrong, what was kept, what to do next: one line each (messages may hold [brackets]:
+    escaped, printed as written)."""
+    err.print(f"[bold red]error:[/bold red] {escape(exc.what)}", highlight=False)
+    if exc.kept:
+        err.print(f"[bold]kept:[/bold] {escape(exc.kept)}", highlight=False)
+    if exc.fix:
+        err.print(f"[bold]next:[/bold] {escape(exc.fix)}", highlight=False)
 
 
 class _Group(click.Group):
@@ -73,13 +121,9 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:
             _usage_error(exc)
-        except RebenchError as exc:  # messages may hold [brackets]: escaped, printed as written
-            err.print(f"[bold red]error:[/bold red] {escape(exc.what)}", highlight=False)
-            if exc.kept:
-                err.print(f"[bold]kept:[/bold] {escape(exc.kept)}", highlight=False)
-            if exc.fix:
-                err.print(f"[bold]next:[/bold] {escape(exc.fix)}", highlight=False)
-            sys.exit(2)
+        except RebenchError as exc:
+            _print_error(exc)
+            sys.exit(EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED)
 
 
 sessions_dir_opt = click.option("--sessions-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -108,13 +152,13 @@ def _anchors_here(env, profile: str, settings: Settings):
 
 
 @main.command("list")
-@click.option("-v", "--verbose", is_flag=True, help="also say where each profile's start and reference scores come from "
-                                                    "(published, measured by the project, calibrated here) and how they were measured")
+@click.option("-v", "--verbose", is_flag=True, help="every column (title, METR task, where the anchors come from, settings "
+              "that differ from the paper's), then each profile's anchors in detail and the paper's setting beside it")
 def list_cmd(verbose: bool) -> None:
     """Show the environments, their profiles' start and reference scores (the anchors), and any problems in their folders."""
     settings = _settings()
     cat = workstation.catalog(settings)
-    out.print(_environments_table(cat, settings))
+    out.print(_environments_table(cat, settings) if verbose else _environments_brief(cat, settings))
     if verbose:
         for env in cat.environments.values():
             for p in map(env.profile, env.profile_names):
@@ -126,6 +170,25 @@ def list_cmd(verbose: bool) -> None:
         for p in cat.problems:
             err.print(f"  - {p}", highlight=False, markup=False)
         sys.exit(1)
+
+
+def _environments_brief(cat, settings: Settings) -> Table:
+    """The environments in four columns that stay whole in an 80-column terminal (-v has the rest)."""
+    t = Table(title="environments (rebench-tui list -v: titles, tasks, where the anchors come from)")
+    _id_column(t, "id", cat.environments)
+    t.add_column("better", no_wrap=True)
+    t.add_column("start → reference", no_wrap=True)
+    t.add_column("time", no_wrap=True)
+    for env in cat.environments.values():
+        score = env.manifest.score
+        lines = []
+        for p in map(env.profile, env.profile_names):
+            a, _problem = _anchors_here(env, p.name, settings)
+            start, ref = (a.start, a.reference) if a is not None else (p.start_score, p.reference_score)
+            lines.append(f"{p.name} {start:.4g} → {ref:.4g}")
+        t.add_row(env.id, score.direction.value + (", hidden" if score.visibility == "hidden" else ""), "\n".join(lines),
+                  format_hms(env.manifest.time.limit))
+    return t
 
 
 def _environments_table(cat, settings: Settings) -> Table:
@@ -230,9 +293,10 @@ def calibrate(env_id: str, profile: str | None, runs: int, runtime_kind: str, pa
     choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=None,
                                 say=lambda m: err.print(f"[yellow]note:[/yellow] {m}", highlight=False))
     secret_values = workstation.resolve_secrets(env, choice.profile, settings, required=False)
-    outcome = run_calibration(env, choice.profile, choice.runtime, runs=runs, config_dir=settings.config_dir,
-                              cache_dir=settings.cache_dir, project_root=settings.root, secrets=secret_values,
-                              progress=_progress, participant_uid=participant_uid)
+    with _steps(f"calibrating {env.id}") as step:
+        outcome = run_calibration(env, choice.profile, choice.runtime, runs=runs, config_dir=settings.config_dir,
+                                  cache_dir=settings.cache_dir, project_root=settings.root, secrets=secret_values,
+                                  progress=step, participant_uid=participant_uid)
     cal = outcome.calibration
     t = Table(title=f"{env.id} ({cal.profile}) calibrated on {cal.host.get('hostname')}: {cal.gpu_summary}, "
                     f"{cal.host.get('runtime')} runtime, {cal.duration_s:.0f} s")
@@ -269,12 +333,20 @@ def _unwitness(witness) -> None:
         err.print(witness.stop().words(time.time()), highlight=False, markup=False)
 
 
-def _run_app(session) -> None:
+def _keymap(settings: Settings) -> dict[str, str]:
+    """The keymap file, checked before a session opens: a bad one is an error line, not a traceback."""
+    from .tui.app import RebenchApp
+    from .tui.keymap import load_keymap
+
+    return load_keymap(settings.keymap_file, RebenchApp.binding_ids())
+
+
+def _run_app(session, keymap: dict[str, str]) -> None:
     from .tui.app import RebenchApp
 
     settings = _settings()
     witness = _witness(session, settings)
-    app = RebenchApp(session, keymap_path=settings.keymap_file, agent_runs=settings.agent_runs, witness=witness)
+    app = RebenchApp(session, keymap=keymap, agent_runs=settings.agent_runs, witness=witness)
     try:
         app.run()
     finally:
@@ -286,6 +358,10 @@ def _run_app(session) -> None:
     if session.finished and session.sandbox.describe().get("gpus") and not session.sandbox.is_running():
         err.print("its container is stopped, so its GPUs are free for the next session (the home and the records stay)",
                   highlight=False)
+    if app.return_code:  # a crash inside the screen (Textual printed its traceback above): never exit 0
+        raise RebenchError(f"the screen stopped on an error (exit status {app.return_code}; the traceback is above)",
+                           kept=f"every record of session {session.id} written before it ({state})",
+                           fix=f"resume with `rebench-tui resume {session.id}`; if it happens again, report the traceback")
     if not session.finished:
         err.print(f"resume with: rebench-tui resume {session.id}", highlight=False)
 
@@ -320,6 +396,7 @@ def start(env_id: str, profile: str | None, time_limit: float | None, runtime_ki
     from .trajectory.records import participant_of
 
     settings = _settings(sessions_dir)
+    keymap = _keymap(settings)  # before anything starts
     if study_url is not None:
         _check_study(study_url, participant_id, settings)
     env = workstation.catalog(settings).get(env_id)
@@ -337,15 +414,16 @@ def start(env_id: str, profile: str | None, time_limit: float | None, runtime_ki
         raise RebenchError(f"the {choice.profile} profile of {env_id} has no stand-ins", kept="nothing was started",
                            fix="leave out --stand-ins (only profiles that reach an outside service have them)")
     secret_values = workstation.resolve_secrets(env, choice.profile, settings, required=not standins)  # before anything starts
-    session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
-                             store=_store(settings), progress=_progress, asset_store=AssetStore(settings.cache_dir),
-                             secrets=secret_values, rehearsal=Rehearsal(gpus, standins),
-                             participant=participant_of(participant_id, internet, ai_tools))
+    with _steps(f"starting {env.id}") as step:  # image build and assets, on a first start: minutes
+        session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
+                                 store=_store(settings), progress=step, asset_store=AssetStore(settings.cache_dir),
+                                 secrets=secret_values, rehearsal=Rehearsal(gpus, standins),
+                                 participant=participant_of(participant_id, internet, ai_tools))
     if study_url is not None:
         from .study.attach import bind
 
         bind(session, study_url, participant_id)
-    _run_app(session)
+    _run_app(session, keymap)
 
 
 def _check_study(url: str, participant: str | None, settings: Settings) -> None:
@@ -389,7 +467,8 @@ def _open_session(session_id: str | None, sessions_dir: Path | None):
 @sessions_dir_opt
 def resume(session_id: str | None, sessions_dir: Path | None) -> None:
     """Reopen a session (default: the most recent unfinished one); the clock continues exactly."""
-    _run_app(_open_session(session_id, sessions_dir))
+    keymap = _keymap(_settings(sessions_dir))  # before the session opens
+    _run_app(_open_session(session_id, sessions_dir), keymap)
 
 
 @main.command()
@@ -479,8 +558,9 @@ def verify_cmd(session_ids: tuple[str, ...], witness_url: str | None, sessions_d
 @click.option("--env", "env_id", default=None)
 @click.option("--status", type=click.Choice(["active", "finished"]), default=None)
 @click.option("--rebuild-index", is_flag=True, help="rebuild sessions/index.db from the session folders first (the records are the truth)")
+@click.option("-v", "--verbose", is_flag=True, help="every column: environment, profile, runtime@host, scorings, normalized final")
 @sessions_dir_opt
-def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, sessions_dir: Path | None) -> None:
+def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, verbose: bool, sessions_dir: Path | None) -> None:
     """List sessions from the index (an unreadable index is rebuilt from the session folders by itself)."""
     from .store import Store
 
@@ -493,17 +573,25 @@ def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, se
         for p in problems:
             err.print(f"  not indexed: {p}")
     rows = _store(settings).sessions(env_id=env_id, status=status)
+    out.print(_sessions_table(rows, settings, verbose))
+
+
+def _sessions_table(rows: list[dict], settings: Settings, verbose: bool) -> Table:
+    """Id (which starts with the environment's), status, working time and final score: whole in 80
+    columns; -v adds environment, profile, runtime, scorings and the normalized final."""
     t = Table(title=f"sessions in {settings.sessions}")
     _id_column(t, "id", [r["id"] for r in rows])
-    for col in ("env", "profile", "runtime", "status", "working", "scores", "final", "normalized"):
-        t.add_column(col)
+    cols = ("env", "profile", "runtime", "status", "working", "scores", "final", "normalized") if verbose else (
+        "status", "working", "final")
+    for col in cols:
+        t.add_column(col, no_wrap=not verbose)
     for r in rows:
-        fin = r.get("final_score")
-        norm = r.get("final_normalized")
-        t.add_row(r["id"], r["env_id"], r["profile"], f"{r['runtime']}@{r['host']}", r["status"],
-                  format_hms(r.get("working_s") or 0), str(r.get("n_scores") or 0),
-                  "" if fin is None else f"{fin:.4g}", "" if norm is None else f"{norm:.3g}")
-    out.print(t)
+        fin, norm = r.get("final_score"), r.get("final_normalized")
+        cells = {"env": r["env_id"], "profile": r["profile"], "runtime": f"{r['runtime']}@{r['host']}", "status": r["status"],
+                 "working": format_hms(r.get("working_s") or 0), "scores": str(r.get("n_scores") or 0),
+                 "final": "" if fin is None else f"{fin:.4g}", "normalized": "" if norm is None else f"{norm:.3g}"}
+        t.add_row(r["id"], *(cells[c] for c in cols))
+    return t
 
 
 @main.command()
@@ -574,7 +662,7 @@ def prepare(env_ids: tuple[str, ...], all_envs: bool, synthetic: bool, profile: 
     elif env_ids:
         envs = [cat.get(e) for e in env_ids]
     else:
-        raise RebenchError("name an environment (or --all)", fix="e.g. `rebench-tui prepare fix_embedding --synthetic`")
+        raise UsageError("name an environment (or --all)", fix="e.g. `rebench-tui prepare fix_embedding --synthetic`")
     store = AssetStore(settings.cache_dir)
     prof = profile or ("smoke" if synthetic else "gpu")
     mode = "from" if source is not None else ("synthetic" if synthetic else "fetch")
@@ -628,10 +716,10 @@ def images_build(names: tuple[str, ...], host: str | None) -> None:
     """Build base images NAMES (default: base) and what they need."""
     settings = _settings()
     rt = workstation.connect_docker(settings, host)
-    builder = rt.builder(_progress)
-    for name in names or ("base",):
-        tag = builder.ensure(name)
-        err.print(f"ready: {name} = {tag}")
+    with _steps("building images") as step:
+        builder = rt.builder(step)
+        for name in names or ("base",):
+            step(f"ready: {name} = {builder.ensure(name)}")
 
 
 @main.command()
@@ -702,7 +790,7 @@ def hosts_cmd(env_id: str | None) -> None:
 
 def _export_folders(settings: Settings, session_ids: tuple[str, ...], all_sessions: bool) -> list[Path]:
     if session_ids and all_sessions:
-        raise RebenchError("give session ids or --all, not both", fix="drop --all to export only the sessions named")
+        raise UsageError("give session ids or --all, not both", fix="drop --all to export only the sessions named")
     if all_sessions:
         folders = sorted(p for p in settings.sessions.iterdir() if (p / META).is_file()) \
             if settings.sessions.is_dir() else []
@@ -711,7 +799,7 @@ def _export_folders(settings: Settings, session_ids: tuple[str, ...], all_sessio
         return folders
     if session_ids:
         return list(dict.fromkeys(workstation.find_session(settings.sessions, sid) for sid in session_ids))
-    raise RebenchError("name the sessions to export (or --all)",
+    raise UsageError("name the sessions to export (or --all)",
                        fix="e.g. `rebench-tui export SESSION_ID --format inspect`; `rebench-tui sessions` lists them")
 
 
@@ -761,7 +849,7 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
         except RebenchError as exc:  # printed without markup: the fix's "[inspect]" must show as typed
             err.print(f"error: {exc.what}", highlight=False, markup=False)
             err.print(f"next: {exc.fix}", highlight=False, markup=False)
-            sys.exit(2)
+            sys.exit(EXIT_FAILED)
     base = Path("exports") if output is None else output
     names = {"inspect": "{}." + inspect_fmt, "vivaria": "{}-vivaria", "csv": "{}-csv"}
     failed = 0
@@ -789,7 +877,7 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 @click.option("--no-humans", is_flag=True, help="do not add the sessions folder's sessions when no human run was named")
 @sessions_dir_opt
 @click.option("--env", "envs", multiple=True, help="only this environment: id, METR family or family/task (repeatable)")
-@click.option("--budget", "budgets", multiple=True, default=("8h",), show_default=True,
+@click.option("--budget", "budgets", type=_Budget(), multiple=True, default=("8h",), show_default=True,
               help="working-time budget for final scores, e.g. 2h (repeatable; the largest is the main one; none = whole run)")
 @click.option("--k-max", type=click.IntRange(min=1), default=None, help="largest k for score@k (default: most runs on one environment)")
 @click.option("--bootstrap", "n_boot", type=click.IntRange(min=0), default=1000, show_default=True, help="bootstrap resamples for the score@k band")
@@ -842,7 +930,7 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     rebench-tui compare trace.jsonl --task ai_rd_triton_cumsum/main --label my-agent --tui
     """
     from .compare.analysis import compare as run_compare
-    from .compare.command import HumanFilter, gather, parse_budget, resolver_for, write_reports
+    from .compare.command import HumanFilter, gather, resolver_for, write_reports
 
     settings = _settings(sessions_dir)
     resolver = resolver_for(settings, profile, anchors)
@@ -851,7 +939,7 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
                  runs=_study_runs(study_url, resolver, settings) if study_url else (),
                  who=HumanFilter(participants, ai_tools, internet))
     _say_gathered(got)
-    result = run_compare(got.runs, budgets=[parse_budget(b) for b in budgets], k_max=k_max, n_boot=n_boot,
+    result = run_compare(got.runs, budgets=list(budgets), k_max=k_max, n_boot=n_boot,
                          seed=seed, level=level, rule=rule)
     for w in result.warnings:  # runs on different scales averaged together: said before anything else
         err.print(f"[bold yellow]warning:[/bold yellow] {escape(w)}", highlight=False)

@@ -326,11 +326,8 @@ def gpt2_tokenizer_spec(folder: Path) -> dict:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def file_records(paths: list[Path], root: Path) -> dict:

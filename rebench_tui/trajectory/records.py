@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal
@@ -13,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..clock import ClockState
+from ..safe_write import write_json
 
 if TYPE_CHECKING:
     from ..scoring import Attempt, Rule
@@ -151,19 +149,9 @@ class SessionMeta(BaseModel):
         return Rule(Aggregation(self.aggregation), Direction(self.direction), failures_count=self.timing)
 
     def save(self, path: Path) -> None:
-        data = self.model_dump(mode="json")
-        tmp = None
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".session.", dir=path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=2, sort_keys=False)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            write_json(path, self.model_dump(mode="json"), durable=True, indent=2)
         except OSError as exc:  # a full or read-only disk: the previous session.json stays whole
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
             from ..errors import SessionError
 
             raise SessionError(f"{path} could not be written: {exc.strerror or exc}",

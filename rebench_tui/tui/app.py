@@ -7,19 +7,22 @@ never counted in ticks.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
+from textual.screen import Screen
 from textual.widgets import Footer, Markdown, Static
 from textual.worker import Worker, WorkerFailed, WorkerState
 
@@ -56,14 +59,15 @@ class RebenchApp(App[None]):
         Binding("ctrl+c", "quit_confirm", "Quit", id="quit_ctrl_c", show=False, priority=True),
     ]
 
-    def __init__(self, session: Session, *, keymap_path: Path | None = None, tick_s: float = 0.25,
-                 watch_files: bool = True, agent_runs: str | None = None, witness=None) -> None:
+    def __init__(self, session: Session, *, keymap_path: Path | None = None, keymap: dict[str, str] | None = None,
+                 tick_s: float = 0.25, watch_files: bool = True, agent_runs: str | None = None, witness=None) -> None:
         super().__init__()
         self.session = session
         self.witness = witness  # a study's witness (study.witness.Witness): its state is on the status line
         self.tick_s = tick_s
         self.watch_files = watch_files
-        self.keymap_path = keymap_path
+        # Checked here, before the app runs: a bad file is a RebenchError for the caller, not a traceback.
+        self.keymap = keymap if keymap is not None else load_keymap(keymap_path, self.binding_ids())
         self.agent_runs = agent_runs  # Settings.agent_runs ($REBENCH_AGENT_RUNS): shown by the compare key
         self._cancel = threading.Event()
         self._score_started: float | None = None
@@ -129,11 +133,14 @@ class RebenchApp(App[None]):
         status.update(self._status_text(up))
         status.set_class(not up, "link-down")
 
+    @classmethod
+    def binding_ids(cls) -> set[str]:
+        """The ids a keymap file may remap."""
+        return {b.id for b in cls.BINDINGS if isinstance(b, Binding) and b.id}
+
     def on_mount(self) -> None:
-        ids = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id}
-        keymap = load_keymap(self.keymap_path, ids)
-        if keymap:
-            self.set_keymap(keymap)
+        if self.keymap:
+            self.set_keymap(self.keymap)
         self._show_history(tuple(self.session.history), self.session.final())
         self.session.subscribe(lambda ev: self.post_message(SessionUpdate(ev)))
         if self.watch_files:
@@ -399,7 +406,7 @@ class RebenchApp(App[None]):
         lines = ["# Keys", "", "| key | does |", "|---|---|"]
         for b in self.BINDINGS:
             if isinstance(b, Binding) and b.show or b.id == "cancel_score":
-                shown = next((ab.binding.key for ab in keys.values() if ab.binding.id == b.id), b.key)
+                shown = self.get_key_display(next((ab.binding for ab in keys.values() if ab.binding.id == b.id), b))
                 lines.append(f"| `{shown}` | {b.description} |")
         lines += ["", "Remap keys in a keymap file (`binding id = \"key\"`): ids are "
                   + ", ".join(f"`{b.id}`" for b in self.BINDINGS if isinstance(b, Binding) and b.id) + ".",
@@ -420,12 +427,26 @@ class RebenchApp(App[None]):
     async def action_quit(self) -> None:  # the command palette's quit goes through the same dialog
         self.action_quit_confirm()
 
-    def on_unmount(self) -> None:
-        # Wait for a cancelled scoring to record itself before the session closes.
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The command palette (ctrl+p) offers the session's commands too, each with its key as
+        the keymap file set it."""
+        yield from super().get_system_commands(screen)
+        for b in self.BINDINGS:
+            if isinstance(b, Binding) and b.id in PALETTE:
+                key = self.get_key_display(replace(b, key=self.keymap.get(b.id, b.key), key_display=None))
+                yield SystemCommand(f"{b.description} ({key})", PALETTE[b.id], getattr(self, f"action_{b.action}"))
+
+    async def on_unmount(self) -> None:
+        """Close the session in a thread, off the screen's: waiting for a cancelled scoring to
+        record itself and writing the closing rows never block the event loop."""
+        await asyncio.to_thread(self._close_session)
+
+    def _close_session(self) -> None:
         deadline = time.monotonic() + 30
         while self.session.scoring and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.session.close(pause_clock=self.closed_with != "keep")
+        if self.session.lock.held:  # else closed already (or never opened here)
+            self.session.close(pause_clock=self.closed_with != "keep")
 
 
 def _rescore_note(attempts: list[Attempt], rec: ScoreRecord) -> str:
@@ -437,6 +458,13 @@ def _rescore_note(attempts: list[Attempt], rec: ScoreRecord) -> str:
                     f"{a.n} valid scorings, {_fmt(a.score)}")
     return ""
 
+
+# The session's commands in the command palette, with what each does (quit is Textual's own entry,
+# which goes through the same dialog).
+PALETTE = {"score": "Run the protected scorer on the files as they are now", "cancel_score": "Cancel the running scoring",
+           "pause": "Pause or resume the working clock", "note": "Write a note into the record",
+           "shell": "Open a login shell in the container", "submit": "Submit: one last scoring, then the session finishes",
+           "compare": "Compare with this environment's other sessions and agent runs", "help": "The keys and where the records are"}
 
 COMMAND_WORDS = {"score": "scoring", "submit": "the submission", "finish_at_time_limit": "the final scoring",
                  "pause": "pausing the clock", "resume": "resuming the clock", "note": "saving the note",

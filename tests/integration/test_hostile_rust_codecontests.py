@@ -26,10 +26,8 @@ SECRET = "sk-rcc-hostile-made-up-5Jq8"
 
 
 @pytest.fixture(scope="module")
-def arena(tmp_path_factory):
+def arena(tmp_path_factory, docker_client):
     """tests.hostile.arena_fixture's session, with the made-up API key the smoke profile requires."""
-    import docker
-
     from rebench_tui.assets import AssetStore
     from rebench_tui.catalog import load_catalog
     from rebench_tui.config import Settings
@@ -37,11 +35,7 @@ def arena(tmp_path_factory):
     from rebench_tui.session import Session
     from tests.conftest import KNOWN_IMAGES
 
-    try:
-        client = docker.from_env(timeout=30)
-        client.ping()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"no Docker engine: {exc}")
+    client = docker_client  # conftest: skips without an engine, fails under REBENCH_REQUIRE_DOCKER=1
     settings = Settings(root=ROOT, sessions_dir=tmp_path_factory.mktemp("hostile-rcc") / "sessions")
     env = load_catalog(ROOT / "environments", KNOWN_IMAGES).get("rust_codecontests")
     store = AssetStore(Settings().cache_dir)
@@ -161,5 +155,11 @@ def test_daemons_are_ended(arena, honest):
     assert before == after, "the scaffold's daemon still writes"
 
 
-def test_report(arena, honest):
+def test_every_scaffold_in_the_hostile_folder_is_scored_and_none_beats_honest(arena, honest):
+    """A scaffold added to reference/hostile/ is scored here even before a test names it (with the
+    checks every hostile scoring gets), and no hostile scoring beats the honest one."""
+    names = sorted(p.stem.removeprefix("solve_") for p in HOSTILE.glob("solve_*.py"))
+    assert len(names) >= 9, names
+    for name in names:
+        assert_no_fake_best(run_hostile(arena, name), honest, Direction.HIGHER)
     print("rust_codecontests hostile scores:", SCORES)

@@ -380,6 +380,7 @@ def _score(layout, solve_source: str | None, model_url: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @needs_rustc
 def test_the_scorer_reproduces_the_smoke_figures_through_the_proxy(layout, model_chain):
     _upstream, proxied = model_chain
@@ -396,6 +397,7 @@ def test_the_scorer_reproduces_the_smoke_figures_through_the_proxy(layout, model
     assert failed == ["Booking Blocks"]  # its bad program passes the examples: testing cannot catch it
 
 
+@pytest.mark.slow  # three scorings that each wait for a model service that never answers
 @needs_rustc
 def test_a_broken_scaffold_scores_nan_with_the_traceback(layout):
     # no service answers here: the scorer starts the stand-in itself (and says so)
