@@ -89,3 +89,68 @@ def test_a_fork_bomb_stops_at_the_process_limit_and_the_container_lives(arena, h
     assert record.details["scorer_sha256"], "the scorer itself survived and wrote the result"
     assert participant_processes(arena) == []
     assert arena.root("echo alive").stdout.strip() == "alive"
+
+
+# -- a scoring in a clean room: its processes import only what the scorer means ---------------
+
+PLANT_PYC = """
+import importlib.util, os, py_compile, struct
+src = '/home/agent/solution/solution.py'
+pyc = importlib.util.cache_from_source(src)
+py_compile.compile('/home/agent/planted.py', cfile=pyc, dfile=src, doraise=True)
+st = os.stat(src)
+data = bytearray(open(pyc, 'rb').read())
+data[8:16] = struct.pack('<II', int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF)
+open(pyc, 'wb').write(data)
+os.unlink('/home/agent/planted.py')
+print(pyc)
+"""
+
+
+def doors(arena) -> str:
+    return arena.root("cat /home/agent/.door-* 2>/dev/null; rm -f /home/agent/.door-*").stdout
+
+
+def test_a_planted_pyc_never_runs_in_place_of_the_recorded_source(arena, honest):
+    """Python prefers a __pycache__ file stamped like its source; those files are not in the record,
+    so a scorer's processes read no bytecode cache: the recorded solution.py is what runs."""
+    arena.reset()
+    arena.write({"solution/_honest.py": (HOSTILE / "_honest.py").read_text(),
+                 "planted.py": (HOSTILE / "planted_pyc.py").read_text(), "plant.py": PLANT_PYC})
+    planted = arena.agent("python3 /home/agent/plant.py; rc=$?; rm -f /home/agent/plant.py; exit $rc")
+    assert planted.exit_code == 0 and "__pycache__" in planted.stdout, planted
+    doors(arena)
+    record = arena.score()
+    assert doors(arena) == "", "the planted bytecode ran in the scorer's worker"
+    assert math.isfinite(record.score) and record.message["results_match"] is True, record.message
+    arena.root("rm -rf /home/agent/solution/__pycache__")
+
+
+def test_the_broker_imports_nothing_from_the_participants_home(arena, honest):
+    """The GPU side runs as the participant's user: a ~/statistics.py or a usercustomize in the user
+    site must not load into it. Tried on the CPU through REBENCH_TRITON_BROKER=1 (the broker path
+    of the gpu profile, with the smoke sizes)."""
+    from rebench_tui.scoring import parse_scorer_output
+
+    arena.reset()
+    shadow = (HOSTILE / "stdlib_shadow.py").read_text()
+    site = arena.agent("python3 -c 'import site; print(site.getusersitepackages())'").stdout.strip()
+    assert site.startswith("/home/agent/"), site
+    rel_site = site[len("/home/agent/"):]
+    arena.write({"statistics.py": shadow, f"{rel_site}/usercustomize.py": shadow})
+    doors(arena)
+    try:
+        sandbox = arena.session.sandbox
+        r = sandbox.exec([sandbox.python, f"{sandbox.protected}/score.py"], user="root", workdir=sandbox.home,
+                         env={"REBENCH_TRITON_BROKER": "1"}, timeout=300)
+        parsed = parse_scorer_output(r.result, r.stdout, r.stderr, r.exit_code)
+    finally:
+        arena.root(f"rm -rf /home/agent/statistics.py /home/agent/{rel_site.split('/')[0]}")
+    # (the solution's own worker may load them: it runs the participant's code anyway)
+    assert "--broker" not in doors(arena), "a file of the participant's home ran inside the scorer's GPU side"
+    broker = parsed.details.get("gpu_broker") or {}
+    assert broker.get("isolated") is True and broker.get("cwd") == "/", broker
+    assert not any(p == "" or p.startswith("/home/agent") for p in broker.get("path", [])), broker
+    assert parsed.message.get("results_match") is True, parsed.message
+    median = sorted(parsed.details["per_call_ms"])[len(parsed.details["per_call_ms"]) // 2]
+    assert parsed.message["time_ms"] == pytest.approx(median, rel=1e-3), (parsed.message, parsed.details["per_call_ms"])
