@@ -10,8 +10,8 @@ must end NaN with a reason, or (the one that trains honestly) no better than the
 solution. After each scoring nothing of the participant may still run and /protected must be as
 it was.
 
-memoize is the known hole (see reference/README.md, "What the scorer cannot see"): it is marked
-xfail(strict=True), so a scorer that one day closes it makes the suite say so.
+memoize (copying weights an earlier run left) gives the right weights in no time; the scorer
+catches it by the work the run did (the CPU time of its process tree, under the profile's floor).
 
 Runtime: the honest starting script runs once (a full smoke finetune: 40-100 s in a container on
 an idle 2-core machine, up to its 300 s limit under heavy load), and only if a hostile scoring
@@ -168,9 +168,9 @@ def test_a_helper_outside_the_scorers_tree_cannot_swap_the_weights(arena, reques
             time.sleep(0.1)
 
 
-@pytest.mark.xfail(strict=True, reason="memoization: weights cached by an earlier run score as a run of no time; "
-                                       "forbidden by the instructions, invisible to a scorer with fixed inputs")
 def test_memoized_weights_are_caught(arena):
+    """Weights an earlier run left behind, copied: right weights, no time, and no work. The scorer
+    measures the CPU time of the run's process tree: NaN, and it says why."""
     from rebench_tui.assets import AssetStore
     from rebench_tui.config import Settings
 
@@ -183,3 +183,4 @@ def test_memoized_weights_are_caught(arena):
     check_aftermath(arena, before)
     print(f"\nmemoize: score {record.score} message {record.message}")
     assert math.isnan(record.score), record.message
+    assert "CPU" in record.message["error"] and record.message["cpu_seconds"] < 2.0, record.message
