@@ -168,6 +168,33 @@ def test_a_helper_outside_the_scorers_tree_cannot_swap_the_weights(arena, reques
             time.sleep(0.1)
 
 
+def test_weights_written_after_the_clock_stopped_do_not_count(arena):
+    """A helper started from the participant's shell writes the right weights a moment after
+    finetune.sh exits: the outputs are taken as they were at the exit, so this is NaN."""
+    from rebench_tui.assets import AssetStore
+    from rebench_tui.config import Settings
+
+    cache = AssetStore(Settings().cache_dir).status(arena.env, "smoke").folder / "protected" / "reference_model"
+    arena.reset()
+    arena.write({f"solution/.cache_model/{p.name}": p.read_bytes() for p in cache.iterdir()})
+    helper = ("cd /home/agent/solution && echo $$ > helper.pid && while [ ! -e go ]; do sleep 0.005; done; sleep 0.05; "
+              "cat .cache_model/model.safetensors > trained_model/model.safetensors")
+    arena.session.sandbox.container.exec_run(["setsid", "bash", "-c", helper], user="agent", detach=True)
+    for _ in range(100):
+        if (arena.workspace / "solution" / "helper.pid").is_file():
+            break
+        time.sleep(0.1)
+    pid = int((arena.workspace / "solution" / "helper.pid").read_text())
+    try:
+        arena.write({"solution/finetune.sh": (HOSTILE / "late_writer.sh").read_text()})
+        record = arena.score()
+        print(f"\nlate_writer: score {record.score} message {record.message}")
+        assert math.isnan(record.score), record.message
+        assert record.message["cpu_seconds"] >= 2.0, record.message  # past the work floor: caught for the late write
+    finally:
+        arena.root(f"kill -9 {pid} 2>/dev/null; true")
+
+
 def test_memoized_weights_are_caught(arena):
     """Weights an earlier run left behind, copied: right weights, no time, and no work. The scorer
     measures the CPU time of the run's process tree: NaN, and it says why."""

@@ -255,6 +255,22 @@ def snapshot(fd: int) -> list:
     return sorted(rows)
 
 
+def outputs_at_exit(sol_fd: int) -> list | None:
+    """The snapshot of solution/trained_model the moment finetune.sh exits (None: no such folder
+    then). The weights read later must be exactly these: a helper outside the scorer's tree that
+    writes them after the clock stopped is caught even if it finishes before the read starts."""
+    try:
+        fd = os.open("trained_model", DIR_FLAGS, dir_fd=sol_fd)
+    except OSError:
+        return None
+    try:
+        return snapshot(fd)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
 def compare(trained: dict, reference: dict, device: str = "cpu") -> dict:
     """norm_diff (sum over the reference's tensors of the L2 norm of the difference, in float64),
     max_scalar_diff, and what does not match (missing tensors, other shapes)."""
@@ -495,6 +511,7 @@ def score(profile: str, home: Path, protected: Path, details: dict) -> tuple[flo
                               env=finetune_env(solution), control=False, limits=participant.Limits(open_files=None))
         code = p.wait(cfg["timeout"])
         seconds = time.monotonic() - started
+        at_exit = outputs_at_exit(sol_fd)  # what finetune.sh left when the clock stopped: all that counts
         # -- nothing the script started may act after this point
         p.kill()
         killed, left = end_descendants()
@@ -534,7 +551,12 @@ def score(profile: str, home: Path, protected: Path, details: dict) -> tuple[flo
                 raise Invalid({**message, "error": "solution/trained_model is not on the home folder's filesystem"})
             try:
                 before = snapshot(folder.fd)
+                if before != at_exit:
+                    raise Invalid({**message, "error": "solution/trained_model changed after finetune.sh had ended "
+                                                       "(something outside the clock still wrote there)"})
                 trained, files = read_folder(folder)
+            except Invalid:
+                raise
             except Exception as exc:  # noqa: BLE001 - anything unreadable is the participant's to see
                 details["traceback"] = traceback.format_exc()[-3000:]
                 raise Invalid({**message, "error": f"could not load the trained weights: {type(exc).__name__}: {exc}"[:600]}) from None
