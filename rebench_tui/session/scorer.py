@@ -128,6 +128,8 @@ class Scorer:
         details = {**parsed.details, "duration_s": round(result.duration_s, 3), "final": final, ATTEMPT_KEY: attempt}
         if result.timed_out:
             details["timeout_s"] = c.profile.score_timeout
+        if result.frozen_processes:  # stopped while it ran, resumed after (the supervisor's --freeze-owner-of)
+            details["participant_processes_stopped"] = result.frozen_processes
         return self.record(reservation, parsed, details, result.duration_s, attempt, final)
 
     def fill_refused(self, reservation: Reservation, links: list[list[str]]) -> None:

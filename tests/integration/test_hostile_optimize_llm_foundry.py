@@ -170,14 +170,16 @@ def test_a_helper_outside_the_scorers_tree_cannot_swap_the_weights(arena, reques
 
 def test_weights_written_after_the_clock_stopped_do_not_count(arena):
     """A helper started from the participant's shell writes the right weights a moment after
-    finetune.sh exits: the outputs are taken as they were at the exit, so this is NaN."""
+    finetune.sh exits. Two layers stop it: the participant's processes are stopped while a scoring
+    runs (so it never writes), and the outputs are taken as they were at the exit (a write after
+    it is refused). NaN either way, never the right weights in 3 s of spinning."""
     from rebench_tui.assets import AssetStore
     from rebench_tui.config import Settings
 
     cache = AssetStore(Settings().cache_dir).status(arena.env, "smoke").folder / "protected" / "reference_model"
     arena.reset()
     arena.write({f"solution/.cache_model/{p.name}": p.read_bytes() for p in cache.iterdir()})
-    helper = ("cd /home/agent/solution && echo $$ > helper.pid && while [ ! -e go ]; do sleep 0.005; done; sleep 0.05; "
+    helper = ("cd /home/agent/solution && echo $$ > helper.pid && while [ ! -e go ]; do sleep 0.005; done; sleep 0.02; "
               "cat .cache_model/model.safetensors > trained_model/model.safetensors")
     arena.session.sandbox.container.exec_run(["setsid", "bash", "-c", helper], user="agent", detach=True)
     for _ in range(100):
@@ -191,6 +193,7 @@ def test_weights_written_after_the_clock_stopped_do_not_count(arena):
         print(f"\nlate_writer: score {record.score} message {record.message}")
         assert math.isnan(record.score), record.message
         assert record.message["cpu_seconds"] >= 2.0, record.message  # past the work floor: caught for the late write
+        assert record.details.get("participant_processes_stopped", 0) >= 1 or "changed after" in record.message["error"], record
     finally:
         arena.root(f"kill -9 {pid} 2>/dev/null; true")
 

@@ -9,6 +9,7 @@ code as the starting solution). The same files run on the GPU in reference/harne
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -154,3 +155,28 @@ def test_the_broker_imports_nothing_from_the_participants_home(arena, honest):
     assert parsed.message.get("results_match") is True, parsed.message
     median = sorted(parsed.details["per_call_ms"])[len(parsed.details["per_call_ms"]) // 2]
     assert parsed.message["time_ms"] == pytest.approx(median, rel=1e-3), (parsed.message, parsed.details["per_call_ms"])
+
+
+def test_nothing_started_before_the_scoring_can_watch_it(arena, honest):
+    """A helper started from the participant's shell before the scoring looks for the scorer's
+    worker every 10 ms: the participant's processes are stopped while a scoring runs (and resumed
+    after), so it never sees one, and it is running again afterwards."""
+    arena.reset()
+    helper = ("echo $$ > /home/agent/watcher.pid; while :; do "
+              "pgrep -u agent -f rebench_scorer >/dev/null && echo seen >> /home/agent/watcher.log; sleep 0.01; done")
+    arena.session.sandbox.container.exec_run(["setsid", "bash", "-c", helper], user="agent", detach=True)
+    pid_file = arena.workspace / "watcher.pid"
+    for _ in range(100):
+        if pid_file.is_file() and pid_file.read_text().strip():
+            break
+        time.sleep(0.1)
+    pid = int(pid_file.read_text())
+    try:
+        record = arena.score()
+        assert math.isfinite(record.score), record.message
+        seen = arena.root("cat /home/agent/watcher.log 2>/dev/null | wc -l").stdout.strip()
+        assert seen == "0", f"a process started before the scoring watched it ({seen} sightings)"
+        state = arena.root(f"ps -o stat= -p {pid}").stdout.strip()
+        assert state and not state.startswith("T"), f"the helper was not resumed after the scoring: {state!r}"
+    finally:
+        arena.root(f"kill -9 -- -{pid} {pid} 2>/dev/null; rm -f /home/agent/watcher.pid /home/agent/watcher.log; true")
