@@ -163,7 +163,7 @@ def test_nothing_started_before_the_scoring_can_watch_it(arena, honest):
     after), so it never sees one, and it is running again afterwards."""
     arena.reset()
     helper = ("echo $$ > /home/agent/watcher.pid; while :; do "
-              "pgrep -u agent -f rebench_scorer >/dev/null && echo seen >> /home/agent/watcher.log; sleep 0.01; done")
+              "pgrep -u agent -f 'rebench[_]scorer' >/dev/null && echo seen >> /home/agent/watcher.log; sleep 0.01; done")
     arena.session.sandbox.container.exec_run(["setsid", "bash", "-c", helper], user="agent", detach=True)
     pid_file = arena.workspace / "watcher.pid"
     for _ in range(100):
@@ -172,8 +172,11 @@ def test_nothing_started_before_the_scoring_can_watch_it(arena, honest):
         time.sleep(0.1)
     pid = int(pid_file.read_text())
     try:
+        time.sleep(0.3)
+        assert arena.root("cat /home/agent/watcher.log 2>/dev/null | wc -l").stdout.strip() == "0"  # it sees nothing else
         record = arena.score()
         assert math.isfinite(record.score), record.message
+        assert record.details.get("participant_processes_stopped", 0) >= 1, record.details
         seen = arena.root("cat /home/agent/watcher.log 2>/dev/null | wc -l").stdout.strip()
         assert seen == "0", f"a process started before the scoring watched it ({seen} sightings)"
         state = arena.root(f"ps -o stat= -p {pid}").stdout.strip()
