@@ -176,9 +176,9 @@ def test_nothing_started_before_the_scoring_can_watch_it(arena, honest):
         assert arena.root("cat /home/agent/watcher.log 2>/dev/null | wc -l").stdout.strip() == "0"  # it sees nothing else
         record = arena.score()
         assert math.isfinite(record.score), record.message
-        assert record.details.get("participant_processes_stopped", 0) >= 1, record.details
         seen = arena.root("cat /home/agent/watcher.log 2>/dev/null | wc -l").stdout.strip()
         assert seen == "0", f"a process started before the scoring watched it ({seen} sightings)"
+        assert record.details.get("participant_processes_stopped", 0) >= 1, record.details
         state = arena.root(f"ps -o stat= -p {pid}").stdout.strip()
         assert state and not state.startswith("T"), f"the helper was not resumed after the scoring: {state!r}"
     finally:
