@@ -57,6 +57,7 @@ class ExecResult:
     result: str | None = None
     # Scorings in a container: how many of the participant's processes were stopped while it ran.
     frozen_processes: int = 0
+    swept_temporary_files: int = 0  # and how many files it left in the shared temporary folders were removed
 
     @property
     def ok(self) -> bool:
@@ -369,4 +370,5 @@ def exec_result(st: dict[str, Any], stdout: str, stderr: str, returncode: int = 
         late_links=[list(map(str, x)) for x in st.get("late_links") or []],
         result=st["result"] if isinstance(st.get("result"), str) else None,
         frozen_processes=int(st.get("frozen_processes") or 0),
+        swept_temporary_files=int(st.get("swept_temporary_files") or 0),
     )

@@ -29,7 +29,9 @@ participant) is stopped before the link check and the command, and resumed after
 the command itself starts as that user run. So no process the participant started earlier (from
 a shell, before the scoring) can watch, feed or end what is scored, or change the home under it.
 The stopped pids are kept in the state folder (``T.frozen``) until resumed: a supervisor that is
-killed leaves them to the next ``run`` or ``status``, which resume them.
+killed leaves them to the next ``run`` or ``status``, which resume them. Before resuming them, what
+that user made or changed in /tmp, /var/tmp and /dev/shm during the command (only the command can
+have) is removed (:func:`sweep`), so nothing a scored run leaves there reaches the next scoring.
 
 What outlives the exec's client (``--keep-status``, for scorings): an app killed while its scorer
 runs leaves the supervisor running in the container (a closed exec stream does not stop it). So the
@@ -287,6 +289,37 @@ def thaw(state_dir: str) -> int:
     return resumed
 
 
+SWEPT = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def sweep(uid: int, since_ns: int, roots: tuple[str, ...] = SWEPT) -> int:
+    """Remove what ``uid`` made or changed under ``roots`` (shared temporary folders) since
+    ``since_ns`` (ctime, the kernel's own clock): with the user's other processes stopped, only
+    the scored run can have, and nothing it leaves there may reach the next scoring. Never follows
+    a link or leaves a filesystem; folders go only when emptied. Returns how many entries went."""
+    removed = 0
+    for root in roots:
+        try:
+            dev = os.lstat(root).st_dev
+        except OSError:
+            continue
+        for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+            for name in filenames + dirnames:
+                path = os.path.join(dirpath, name)
+                try:
+                    st = os.lstat(path)
+                    if st.st_uid != uid or st.st_ctime_ns < since_ns or st.st_dev != dev:
+                        continue
+                    if name in dirnames and not os.path.islink(path):
+                        os.rmdir(path)  # fails (kept) while it still holds older entries
+                    else:
+                        os.unlink(path)
+                    removed += 1
+                except OSError:
+                    continue
+    return removed
+
+
 def _result_fd(state_dir: str) -> int:
     """An unlinked, root-only file for the command's result (see the module docstring)."""
     while True:
@@ -490,6 +523,8 @@ def _remove_run_files(args: "Args") -> None:
 def _finish(args: "Args", status: dict, started: float, result_fd: int, private_tmp: str | None, marker: str) -> int:
     """Complete the status (duration, result, late links), keep it where asked, and write its line."""
     status["duration_s"] = round(time.monotonic() - started, 6)  # the command's time: ends before the cleanup
+    if args.swept_uid is not None:  # before the participant's processes run again
+        status["swept_temporary_files"] = sweep(args.swept_uid, args.swept_since)
     if args.freeze_owner_of:
         thaw(args.state_dir)
     if private_tmp is not None:
@@ -551,6 +586,7 @@ def _freeze_owner(args: "Args", status: dict) -> None:
     if uid in (0, os.geteuid()):
         return
     status["frozen_processes"] = len(freeze_user(uid, _frozenfile(args.state_dir, args.token)))
+    args.swept_uid, args.swept_since = uid, time.time_ns()
 
 
 def cancel(args: "Args") -> int:
@@ -629,6 +665,8 @@ class Args:
         self.verb = ""
         self.token = self.state_dir = ""
         self.user = self.cwd = self.guard_links = self.freeze_owner_of = None
+        self.swept_uid: int | None = None  # set by --freeze-owner-of: whose temporary files to sweep, since when
+        self.swept_since = 0
         self.keep_status = False
         self.timeout: float | None = None
         self.forbid: list[str] = []

@@ -183,3 +183,11 @@ def test_nothing_started_before_the_scoring_can_watch_it(arena, honest):
         assert state and not state.startswith("T"), f"the helper was not resumed after the scoring: {state!r}"
     finally:
         arena.root(f"kill -9 -- -{pid} {pid} 2>/dev/null; rm -f /home/agent/watcher.pid /home/agent/watcher.log; true")
+
+
+def test_nothing_the_scored_run_leaves_in_shared_temporary_folders_survives_it(arena, honest):
+    record = run_hostile(arena, "tmp_leftover")
+    assert math.isfinite(record.score), record.message
+    left = arena.root("ls -d /tmp/rebench-memo /dev/shm/rebench-memo 2>/dev/null").stdout.split()
+    assert left == [], f"the scored run left {left} for the next scoring"
+    assert record.details.get("temporary_files_removed", 0) >= 4, record.details

@@ -318,3 +318,30 @@ def test_processes_a_killed_supervisor_left_stopped_are_resumed_by_the_next_call
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="stopping another user's processes needs root")
+def test_what_the_scored_run_leaves_in_shared_temporary_folders_is_removed(tmp_path):
+    """Files the participant's user makes under /tmp during a scoring (a cache for the next one)
+    are gone after it; the user's older files stay."""
+    import shutil
+    import tempfile
+
+    from rebench_tui.runtime.supervise import sweep
+
+    shared = Path(tempfile.mkdtemp(prefix="rebench-sweep-", dir="/tmp"))
+    try:
+        old = shared / "older"
+        old.write_text("theirs")
+        os.chown(old, UNUSED_UID, UNUSED_UID)
+        since = time.time_ns()
+        time.sleep(0.02)
+        (shared / "cache").mkdir()
+        (shared / "cache" / "weights").write_text("memo")
+        (shared / "link").symlink_to("/etc/passwd")
+        for p in (shared / "cache", shared / "cache" / "weights", shared / "link"):
+            os.chown(p, UNUSED_UID, UNUSED_UID, follow_symlinks=False)
+        assert sweep(UNUSED_UID, since, (str(shared),)) == 3
+        assert sorted(p.name for p in shared.iterdir()) == ["older"] and os.path.exists("/etc/passwd")
+    finally:
+        shutil.rmtree(shared)
