@@ -182,7 +182,11 @@ def test_nothing_started_before_the_scoring_can_watch_it(arena, honest):
         state = arena.root(f"ps -o stat= -p {pid}").stdout.strip()
         assert state and not state.startswith("T"), f"the helper was not resumed after the scoring: {state!r}"
     finally:
-        arena.root(f"kill -9 -- -{pid} {pid} 2>/dev/null; rm -f /home/agent/watcher.pid /home/agent/watcher.log; true")
+        arena.root(f"kill -9 {pid}; rm -f /home/agent/watcher.pid /home/agent/watcher.log; true")
+        for _ in range(50):  # its last `sleep 0.01` ends by itself
+            if not participant_processes(arena):
+                break
+            time.sleep(0.1)
 
 
 def test_nothing_the_scored_run_leaves_in_shared_temporary_folders_survives_it(arena, honest):

@@ -530,7 +530,6 @@ def score(profile: str, home: Path, protected: Path, details: dict) -> tuple[flo
                            "error": f"finetune.sh did not finish within {cfg['timeout']:.0f} s and was killed"})
         if code != 0:
             raise Invalid({**message, "error": f"finetune.sh exited with status {code}", "output_tail": tail_of(out_tail)})
-        work_done(cpu, cfg, message)
 
         # -- the weights, read by this process only
         try:
@@ -569,6 +568,7 @@ def score(profile: str, home: Path, protected: Path, details: dict) -> tuple[flo
         os.close(sol_fd)
     details["trained_files"] = files
     details["trained_bytes_allowed"] = budget
+    work_done(cpu, cfg, message)  # (after the plainer faults, so those are named first)
     reference, _ = load_weights(reference_dir)
     device = "cuda" if profile == "gpu" and torch.cuda.is_available() else "cpu"
     t0 = time.monotonic()
