@@ -150,7 +150,8 @@ def test_the_broker_imports_nothing_from_the_participants_home(arena, honest):
     # (the solution's own worker may load them: it runs the participant's code anyway)
     assert "--broker" not in doors(arena), "a file of the participant's home ran inside the scorer's GPU side"
     broker = parsed.details.get("gpu_broker") or {}
-    assert broker.get("isolated") is True and broker.get("cwd") == "/", broker
+    assert broker.get("isolated") is True and broker.get("cwd") == "/" and broker.get("dumpable") is False, broker
+    assert not broker["home"].startswith("/home/agent") and broker["bytecode_cache"].startswith("/dev/null/"), broker
     assert not any(p == "" or p.startswith("/home/agent") for p in broker.get("path", [])), broker
     assert parsed.message.get("results_match") is True, parsed.message
     median = sorted(parsed.details["per_call_ms"])[len(parsed.details["per_call_ms"]) // 2]

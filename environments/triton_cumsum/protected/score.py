@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import sys
 
-PR_SET_DUMPABLE = 4
+PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 if "--broker" in sys.argv[1:]:  # the GPU side (gpu_broker): out of reach of the participant's processes before anything loads
     import ctypes
 
@@ -291,8 +291,12 @@ def gpu_broker() -> int:
     ch = Channel.from_env()
     msg, _fds = ch.recv(60)
     profile = msg.get("profile") if msg.get("profile") in PROFILES else "gpu"
-    details: dict = {"gpu_broker": {"uid": os.getuid(), "dumpable": False, "isolated": bool(sys.flags.isolated),
-                                    "cwd": os.getcwd(), "path": sys.path}}
+    import ctypes
+
+    dumpable = ctypes.CDLL(None, use_errno=True).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
+    details: dict = {"gpu_broker": {"uid": os.getuid(), "dumpable": bool(dumpable), "isolated": bool(sys.flags.isolated),
+                                    "cwd": os.getcwd(), "home": os.path.expanduser("~"), "path": sys.path,
+                                    "bytecode_cache": sys.pycache_prefix}}
     cfg = {**PROFILES[profile], "ipc": msg.get("ipc") if msg.get("ipc") in IPC_MODES else PROFILES["gpu"]["ipc"]}
     try:
         value, message = score(profile, cfg, details, msg["worker_code"])
