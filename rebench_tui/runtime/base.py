@@ -58,6 +58,7 @@ class ExecResult:
     # Scorings in a container: how many of the participant's processes were stopped while it ran.
     frozen_processes: int = 0
     swept_temporary_files: int = 0  # and how many files it left in the shared temporary folders were removed
+    bytecode_files_removed: int = 0  # the participant's Python bytecode files, removed before it started
 
     @property
     def ok(self) -> bool:
@@ -371,4 +372,5 @@ def exec_result(st: dict[str, Any], stdout: str, stderr: str, returncode: int = 
         result=st["result"] if isinstance(st.get("result"), str) else None,
         frozen_processes=int(st.get("frozen_processes") or 0),
         swept_temporary_files=int(st.get("swept_temporary_files") or 0),
+        bytecode_files_removed=int(st.get("bytecode_files_removed") or 0),
     )

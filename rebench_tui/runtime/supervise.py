@@ -29,7 +29,9 @@ participant) is stopped before the link check and the command, and resumed after
 the command itself starts as that user run. So no process the participant started earlier (from
 a shell, before the scoring) can watch, feed or end what is scored, or change the home under it.
 The stopped pids are kept in the state folder (``T.frozen``) until resumed: a supervisor that is
-killed leaves them to the next ``run`` or ``status``, which resume them. Before resuming them, what
+killed leaves them to the next ``run`` or ``status``, which resume them. Once they are stopped,
+every Python bytecode file of that user in the home and the shared temporary folders is removed
+(:func:`purge_bytecode`: not in the record, and preferred to the recorded source). Before resuming them, what
 that user made or changed in /tmp, /var/tmp and /dev/shm during the command (only the command can
 have) is removed (:func:`sweep`), so nothing a scored run leaves there reaches the next scoring.
 
@@ -320,6 +322,42 @@ def sweep(uid: int, since_ns: int, roots: tuple[str, ...] = SWEPT) -> int:
     return removed
 
 
+BYTECODE_SUFFIXES = (".pyc", ".pyo")
+
+
+def purge_bytecode(uid: int, roots: tuple[str, ...]) -> int:
+    """Remove every Python bytecode file of ``uid`` under ``roots`` (the home and the shared
+    temporary folders): such files are not in the record, and Python prefers one stamped like its
+    source to the source itself. Never follows a link or leaves a root's filesystem. Returns how
+    many went."""
+    removed = 0
+    for root in roots:
+        try:
+            dev = os.lstat(root).st_dev
+        except OSError:
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if _same_dev(os.path.join(dirpath, d), dev)]
+            for name in filenames:
+                if not name.endswith(BYTECODE_SUFFIXES):
+                    continue
+                path = os.path.join(dirpath, name)
+                try:
+                    if os.lstat(path).st_uid == uid:
+                        os.unlink(path)
+                        removed += 1
+                except OSError:
+                    continue
+    return removed
+
+
+def _same_dev(path: str, dev: int) -> bool:
+    try:
+        return os.lstat(path).st_dev == dev
+    except OSError:
+        return False
+
+
 def _result_fd(state_dir: str) -> int:
     """An unlinked, root-only file for the command's result (see the module docstring)."""
     while True:
@@ -586,6 +624,7 @@ def _freeze_owner(args: "Args", status: dict) -> None:
     if uid in (0, os.geteuid()):
         return
     status["frozen_processes"] = len(freeze_user(uid, _frozenfile(args.state_dir, args.token)))
+    status["bytecode_files_removed"] = purge_bytecode(uid, (args.freeze_owner_of, *SWEPT))
     args.swept_uid, args.swept_since = uid, time.time_ns()
 
 

@@ -114,7 +114,7 @@ def doors(arena) -> str:
 
 def test_a_planted_pyc_never_runs_in_place_of_the_recorded_source(arena, honest):
     """Python prefers a __pycache__ file stamped like its source; those files are not in the record,
-    so a scorer's processes read no bytecode cache: the recorded solution.py is what runs."""
+    so the participant's bytecode files are removed before a scoring: the recorded solution.py runs."""
     arena.reset()
     arena.write({"solution/_honest.py": (HOSTILE / "_honest.py").read_text(),
                  "planted.py": (HOSTILE / "planted_pyc.py").read_text(), "plant.py": PLANT_PYC})
@@ -124,6 +124,7 @@ def test_a_planted_pyc_never_runs_in_place_of_the_recorded_source(arena, honest)
     record = arena.score()
     assert doors(arena) == "", "the planted bytecode ran in the scorer's worker"
     assert math.isfinite(record.score) and record.message["results_match"] is True, record.message
+    assert record.details.get("bytecode_files_removed", 0) >= 1, record.details
     arena.root("rm -rf /home/agent/solution/__pycache__")
 
 
@@ -151,7 +152,7 @@ def test_the_broker_imports_nothing_from_the_participants_home(arena, honest):
     assert "--broker" not in doors(arena), "a file of the participant's home ran inside the scorer's GPU side"
     broker = parsed.details.get("gpu_broker") or {}
     assert broker.get("isolated") is True and broker.get("cwd") == "/" and broker.get("dumpable") is False, broker
-    assert not broker["home"].startswith("/home/agent") and broker["bytecode_cache"].startswith("/dev/null/"), broker
+    assert not broker["home"].startswith("/home/agent"), broker
     assert not any(p == "" or p.startswith("/home/agent") for p in broker.get("path", [])), broker
     assert parsed.message.get("results_match") is True, parsed.message
     median = sorted(parsed.details["per_call_ms"])[len(parsed.details["per_call_ms"]) // 2]

@@ -345,3 +345,21 @@ def test_what_the_scored_run_leaves_in_shared_temporary_folders_is_removed(tmp_p
         assert sorted(p.name for p in shared.iterdir()) == ["older"] and os.path.exists("/etc/passwd")
     finally:
         shutil.rmtree(shared)
+
+
+def test_the_participants_bytecode_files_are_removed_and_nothing_else(tmp_path):
+    from rebench_tui.runtime.supervise import purge_bytecode
+
+    home = tmp_path / "home"
+    (home / "solution" / "__pycache__").mkdir(parents=True)
+    planted = home / "solution" / "__pycache__" / "solution.cpython-311.pyc"
+    planted.write_bytes(b"planted")
+    (home / "solution" / "solution.py").write_text("x = 1\n")
+    (home / "legacy.pyc").write_bytes(b"sourceless")
+    (home / "link.pyc").symlink_to("/etc/passwd")
+    uid = os.getuid()
+    assert purge_bytecode(uid, (str(home),)) == 3
+    assert not planted.exists() and not (home / "legacy.pyc").exists() and not (home / "link.pyc").is_symlink()
+    assert (home / "solution" / "solution.py").exists() and os.path.exists("/etc/passwd")
+    planted.write_bytes(b"planted again")
+    assert purge_bytecode(uid + 1, (str(home),)) == 0 and planted.exists()  # another user's files are not touched

@@ -295,8 +295,7 @@ def gpu_broker() -> int:
 
     dumpable = ctypes.CDLL(None, use_errno=True).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
     details: dict = {"gpu_broker": {"uid": os.getuid(), "dumpable": bool(dumpable), "isolated": bool(sys.flags.isolated),
-                                    "cwd": os.getcwd(), "home": os.path.expanduser("~"), "path": sys.path,
-                                    "bytecode_cache": sys.pycache_prefix}}
+                                    "cwd": os.getcwd(), "home": os.path.expanduser("~"), "path": sys.path}}
     cfg = {**PROFILES[profile], "ipc": msg.get("ipc") if msg.get("ipc") in IPC_MODES else PROFILES["gpu"]["ipc"]}
     try:
         value, message = score(profile, cfg, details, msg["worker_code"])
