@@ -148,6 +148,12 @@ class Scorer:
                    **({RECOUNT_KEY: recount} if recount is not None else {})}
         if result.timed_out:
             details["timeout_s"] = c.profile.score_timeout
+        if result.frozen_processes:  # stopped while it ran, resumed after (the supervisor's --freeze-owner-of)
+            details["participant_processes_stopped"] = result.frozen_processes
+        for key, value in (("temporary_files_removed", result.swept_temporary_files),  # left by the scored run
+                           ("bytecode_files_removed", result.bytecode_files_removed)):  # not in the record
+            if value:
+                details[key] = value
         return self.record(reservation, parsed, details, result.duration_s, attempt, final)
 
     def fill_refused(self, reservation: Reservation, links: list[list[str]]) -> None:

@@ -66,8 +66,9 @@ def honest(arena):
     return r.score
 
 
-def run_hostile(arena, name: str):
-    """Score the hostile scaffold ``name`` once (later tests reuse the record)."""
+def run_hostile(arena, name: str, aftermath: bool = True):
+    """Score the hostile scaffold ``name`` once (later tests reuse the record). ``aftermath``: no
+    process of the participant's may still run (False where the test runs a helper of its own)."""
     if name in RECORDS:
         return RECORDS[name]
     arena.reset()
@@ -77,7 +78,8 @@ def run_hostile(arena, name: str):
     record = arena.score()
     SCORES[name] = record.score
     print(f"hostile {name}: score {record.score} message {record.message}")
-    check_aftermath(arena, before)
+    if aftermath:
+        check_aftermath(arena, before)
     assert nobody_processes(arena) == [], "a program's process outlived the scoring"
     assert record.details.get("scorer_matches_catalog") is True, record.details
     RECORDS[name] = record
@@ -131,6 +133,29 @@ def test_programs_cannot_carry_their_input_out(arena, honest):
     assert got and all("exfil:FILE-DENIED,SHM-DENIED,DIR-DENIED,LINK-DENIED,NET-DENIED" in d for d in got), got
     left = arena.root("ls -d /tmp/rcc_exfil* /dev/shm/rcc_exfil* 2>/dev/null | wc -l").stdout.strip()
     assert left == "0", left
+
+
+def test_a_watcher_started_before_the_scoring_learns_nothing_of_the_hidden_inputs(arena, honest):
+    """The side channel out of a judged program: it opens world-readable files chosen by its input
+    while a helper of the participant's watches them with inotify. The programs run in their own
+    build folder as their whole filesystem (they reach no file of the machine's) and the helper is
+    stopped while the scoring runs: it records no open, then or after."""
+    watcher = (HOSTILE / "inotify_watcher.py").read_text()
+    arena.write({".watcher.py": watcher})
+    arena.session.sandbox.container.exec_run(["setsid", "python3", "/home/agent/.watcher.py"], user="agent", detach=True)
+    for _ in range(100):
+        if arena.root("test -e /home/agent/.cache/leaked/ready && echo y").stdout.strip() == "y":
+            break
+        time.sleep(0.1)
+    try:
+        record = run_hostile(arena, "open_beacons", aftermath=False)
+        time.sleep(1.0)  # resumed: anything queued while it was stopped is read by now
+        opens = arena.root("cat /home/agent/.cache/leaked/opens 2>/dev/null | wc -l").stdout.strip()
+        assert opens == "0", f"the helper saw {opens} opens of its beacons by judged programs"
+        got = [r["detail"] for r in record.details["per_problem"] if r["outcome"] == "wrong_answer"]
+        assert got and all("beacons:0" in d for d in got), got
+    finally:
+        arena.root("pkill -9 -u agent -f .watcher.py; rm -rf /home/agent/.watcher.py /home/agent/.cache/leaked /tmp/rcc_beacons")
 
 
 def test_answers_are_data_the_scorer_checks(arena, honest):
