@@ -19,7 +19,7 @@ inserting one row per transaction.
 No throughput goal (the 20,000 single-row writes/s goal is retired: a human session never has 32
 writers); the figures that count are in bench_files.py and bench_score.py. Printed as before:
 ack p99 <= 20 ms at 4 writers. After every run the log is checked: every row present once, chain
-intact, calledAt never decreasing (rows of one millisecond share it since issue 26).
+intact, calledAt never decreasing (rows of one millisecond share it).
 """
 
 from __future__ import annotations

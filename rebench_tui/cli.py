@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 import click
 from rich.console import Console
@@ -13,7 +16,7 @@ from rich.table import Table
 from . import workstation
 from .clock import format_hms, parse_duration
 from .config import Settings
-from .errors import RebenchError
+from .errors import RebenchError, UsageError
 from .trajectory.records import META
 
 err = Console(stderr=True, soft_wrap=True)
@@ -27,8 +30,22 @@ def _settings(sessions_dir: Path | None = None) -> Settings:
     return s
 
 
-def _progress(msg: str) -> None:
-    err.print(f"… {msg}", highlight=False, markup=False)
+@contextmanager
+def _steps(title: str) -> Iterator[Callable[[str], None]]:
+    """Progress of a long job (building images, preparing assets, calibrating): on a terminal a
+    spinner with the step under way and the time so far; every step also stays as a "… step" line
+    (the only output where stderr is not a terminal, as in a log)."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                  transient=True) as bar:
+        task = bar.add_task(title, total=None)
+
+        def step(msg: str) -> None:
+            bar.console.print(f"… {msg}", highlight=False, markup=False)
+            bar.update(task, description=escape(f"{title}: {msg}"[:72]))
+
+        yield step
 
 
 class _Duration(click.ParamType):
@@ -58,9 +75,31 @@ def _bounded_time_limit(seconds: float | None) -> float | None:
     try:
         return check_time_limit(seconds)
     except ValueError as exc:
-        raise RebenchError(f"--time-limit refused: {exc}", kept="nothing was started",
-                           fix=f"give at most {MAX_TIME_LIMIT_S / 3600:.0f}h (e.g. --time-limit 8h, the paper's working "
-                               "time and the default)") from None
+        raise UsageError(f"--time-limit refused: {exc}", kept="nothing was started",
+                         fix=f"give at most {MAX_TIME_LIMIT_S / 3600:.0f}h (e.g. --time-limit 8h, the paper's working "
+                             "time and the default)") from None
+
+
+class _Budget(click.ParamType):
+    """A working-time budget for compare (2h, 8h, or none): a bad one is a usage error."""
+
+    name = "budget"
+
+    def convert(self, value, param, ctx):
+        from .compare.command import parse_budget
+
+        if not isinstance(value, str):
+            return value
+        try:
+            return parse_budget(value)
+        except RebenchError as exc:
+            what = f"{value!r}: " + exc.what.removeprefix(f"--budget {value!r}: ")  # click names the option
+            self.fail(f"{what}; {exc.fix}" if exc.fix else what, param, ctx)
+
+
+# Exit statuses a script can trust: 0 done, 1 failed (one of our errors, a failed check, a crash),
+# 2 called wrongly (click's usage errors and our UsageError).
+EXIT_FAILED, EXIT_USAGE = 1, 2
 
 
 def _usage_error(exc: click.UsageError) -> None:
@@ -71,7 +110,17 @@ def _usage_error(exc: click.UsageError) -> None:
     what = exc.format_message().rstrip(".")
     what = what[:1].lower() + what[1:] if what[:1].isupper() and not what[1:2].isupper() else what
     err.print(f"[bold red]error:[/bold red] {escape(what)} (see `{escape(where)} --help`)", highlight=False)
-    sys.exit(exc.exit_code)
+    sys.exit(EXIT_USAGE)
+
+
+def _print_error(exc: RebenchError) -> None:
+    """What went wrong, what was kept, what to do next: one line each (messages may hold [brackets]:
+    escaped, printed as written)."""
+    err.print(f"[bold red]error:[/bold red] {escape(exc.what)}", highlight=False)
+    if exc.kept:
+        err.print(f"[bold]kept:[/bold] {escape(exc.kept)}", highlight=False)
+    if exc.fix:
+        err.print(f"[bold]next:[/bold] {escape(exc.fix)}", highlight=False)
 
 
 class _Group(click.Group):
@@ -86,13 +135,9 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:
             _usage_error(exc)
-        except RebenchError as exc:  # messages may hold [brackets]: escaped, printed as written
-            err.print(f"[bold red]error:[/bold red] {escape(exc.what)}", highlight=False)
-            if exc.kept:
-                err.print(f"[bold]kept:[/bold] {escape(exc.kept)}", highlight=False)
-            if exc.fix:
-                err.print(f"[bold]next:[/bold] {escape(exc.fix)}", highlight=False)
-            sys.exit(2)
+        except RebenchError as exc:
+            _print_error(exc)
+            sys.exit(EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED)
 
 
 sessions_dir_opt = click.option("--sessions-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -121,23 +166,43 @@ def _anchors_here(env, profile: str, settings: Settings):
 
 
 @main.command("list")
-@click.option("-v", "--verbose", is_flag=True, help="also say where each profile's start and reference scores come from "
-                                                    "(published, measured by the project, calibrated here) and how they were measured")
+@click.option("-v", "--verbose", is_flag=True, help="every column (title, METR task, where the anchors come from, settings "
+              "that differ from the paper's), then each profile's anchors in detail and the paper's setting beside it")
 def list_cmd(verbose: bool) -> None:
     """Show the environments, their profiles' start and reference scores (the anchors), and any problems in their folders."""
     settings = _settings()
     cat = workstation.catalog(settings)
-    out.print(_environments_table(cat, settings))
+    out.print(_environments_table(cat, settings) if verbose else _environments_brief(cat, settings))
     if verbose:
         for env in cat.environments.values():
             for p in map(env.profile, env.profile_names):
                 _print_anchors_detail(env, p, settings)
             out.print(_setting_table(env))
+            _print_paper_figures(env)
     if cat.problems:
         err.print(f"[bold red]{len(cat.problems)} problem(s):[/bold red]")
         for p in cat.problems:
             err.print(f"  - {p}", highlight=False, markup=False)
         sys.exit(1)
+
+
+def _environments_brief(cat, settings: Settings) -> Table:
+    """The environments in four columns that stay whole in an 80-column terminal (-v has the rest)."""
+    t = Table(title="environments (rebench-tui list -v: titles, tasks, where the anchors come from)")
+    _id_column(t, "id", cat.environments)
+    t.add_column("better", no_wrap=True)
+    t.add_column("start → reference", no_wrap=True)
+    t.add_column("time", no_wrap=True)
+    for env in cat.environments.values():
+        score = env.manifest.score
+        lines = []
+        for p in map(env.profile, env.profile_names):
+            a, _problem = _anchors_here(env, p.name, settings)
+            start, ref = (a.start, a.reference) if a is not None else (p.start_score, p.reference_score)
+            lines.append(f"{p.name} {start:.4g} → {ref:.4g}")
+        t.add_row(env.id, score.direction.value + (", hidden" if score.visibility == "hidden" else ""), "\n".join(lines),
+                  format_hms(env.manifest.time.limit))
+    return t
 
 
 def _environments_table(cat, settings: Settings) -> Table:
@@ -203,10 +268,20 @@ def _setting_table(env) -> Table | str:
     for p in profiles:
         t.add_column(p.name)
     for (name, ps), *rows in zip(paper.settings.items(), *(p.setting for p in profiles)):  # setting_rows keeps the order
-        t.add_row(name, escape(ps.paper) + (f" [dim]({escape(ps.source)})[/dim]" if ps.source else ""),
+        t.add_row(name, escape(ps.paper) + f" [dim]({escape(ps.cited)})[/dim]",
                   *("[green]same[/green]" if r.same else f"[yellow]differs:[/yellow] {escape(r.here)} — {escape(r.why)}"
                     for r in rows))
     return t
+
+
+def _print_paper_figures(env) -> None:
+    """list -v: the paper's spread of the starting score (Table 4) and time for one scoring (Table 3)."""
+    from .catalog.paper_figures import figures_lines
+
+    paper = env.manifest.paper
+    if paper is not None:
+        for line in figures_lines(paper.start_spread, paper.run_and_score):
+            out.print(f"  {env.id}: {line}", highlight=False, markup=False)
 
 
 @main.command()
@@ -232,9 +307,10 @@ def calibrate(env_id: str, profile: str | None, runs: int, runtime_kind: str, pa
     choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=None,
                                 say=lambda m: err.print(f"[yellow]note:[/yellow] {m}", highlight=False))
     secret_values = workstation.resolve_secrets(env, choice.profile, settings, required=False)
-    outcome = run_calibration(env, choice.profile, choice.runtime, runs=runs, config_dir=settings.config_dir,
-                              cache_dir=settings.cache_dir, project_root=settings.root, secrets=secret_values,
-                              progress=_progress, participant_uid=participant_uid)
+    with _steps(f"calibrating {env.id}") as step:
+        outcome = run_calibration(env, choice.profile, choice.runtime, runs=runs, config_dir=settings.config_dir,
+                                  cache_dir=settings.cache_dir, project_root=settings.root, secrets=secret_values,
+                                  progress=step, participant_uid=participant_uid)
     cal = outcome.calibration
     t = Table(title=f"{env.id} ({cal.profile}) calibrated on {cal.host.get('hostname')}: {cal.gpu_summary}, "
                     f"{cal.host.get('runtime')} runtime, {cal.duration_s:.0f} s")
@@ -259,18 +335,47 @@ def calibrate(env_id: str, profile: str | None, runs: int, runtime_kind: str, pa
               f"(calibration session records: {cal.session})", highlight=False)
 
 
-def _run_app(session) -> None:
+def _witness(session, settings: Settings | None = None):
+    """Stream the session's rows to its study's collector, if it belongs to a study."""
+    from .study.attach import witness_session
+
+    return witness_session(session, settings or _settings())
+
+
+def _unwitness(witness) -> None:
+    if witness is not None:
+        err.print(witness.stop().words(time.time()), highlight=False, markup=False)
+
+
+def _keymap(settings: Settings) -> dict[str, str]:
+    """The keymap file, checked before a session opens: a bad one is an error line, not a traceback."""
+    from .tui.app import RebenchApp
+    from .tui.keymap import load_keymap
+
+    return load_keymap(settings.keymap_file, RebenchApp.binding_ids())
+
+
+def _run_app(session, keymap: dict[str, str]) -> None:
     from .tui.app import RebenchApp
 
     settings = _settings()
-    app = RebenchApp(session, keymap_path=settings.keymap_file, agent_runs=settings.agent_runs)
+    witness = _witness(session, settings)
+    app = RebenchApp(session, keymap=keymap, agent_runs=settings.agent_runs, witness=witness)
     try:
         app.run()
     finally:
         if session.lock.held:  # the app never mounted (e.g. no terminal): close the session cleanly
             session.close(pause_clock=True)
+        _unwitness(witness)
     state = "finished" if session.finished else ("clock running" if session.wclock.running else "clock paused")
     err.print(f"session {session.id} ({state}); records in {session.folder}", highlight=False)
+    if session.finished and session.sandbox.describe().get("gpus") and not session.sandbox.is_running():
+        err.print("its container is stopped, so its GPUs are free for the next session (the home and the records stay)",
+                  highlight=False)
+    if app.return_code:  # a crash inside the screen (Textual printed its traceback above): never exit 0
+        raise RebenchError(f"the screen stopped on an error (exit status {app.return_code}; the traceback is above)",
+                           kept=f"every record of session {session.id} written before it ({state})",
+                           fix=f"resume with `rebench-tui resume {session.id}`; if it happens again, report the traceback")
     if not session.finished:
         err.print(f"resume with: rebench-tui resume {session.id}", highlight=False)
 
@@ -282,26 +387,68 @@ def _run_app(session) -> None:
 @click.option("--runtime", "runtime_kind", type=click.Choice(["auto", "docker", "local"]), default="auto",
               help="auto: Docker if an engine answers, else local (not isolated)")
 @click.option("--host", default=None, help="a label from the hosts file or an engine URL, e.g. ssh://user@gpu-host (default: the first listed host with the GPUs free, else DOCKER_HOST or the local socket)")
+@click.option("--study", "study_url", default=None, metavar="URL",
+              help="a study's collector: every record is sent to it as it is written (token: REBENCH_STUDY_TOKEN "
+                   "or ~/.config/rebench-tui/study-token)")
+@click.option("--participant", "participant_id", default=None,
+              help="who works in this session (an id, kept in the record; needed with --study)")
+@click.option("--internet/--no-internet", default=None, help="whether the participant may use the internet (default: not stated)")
+@click.option("--ai-tools", type=click.Choice(["yes", "no", "unknown"]), default="unknown",
+              help="whether the participant may use AI tools (LLM assistants)")
 @sessions_dir_opt
-def start(env_id: str, profile: str | None, time_limit: float | None, runtime_kind: str, host: str | None, sessions_dir: Path | None) -> None:
+@click.option("--gpus", type=click.IntRange(min=1), default=None,
+              help="rehearse on fewer GPUs than the profile asks for (recorded as a difference from the paper's setting)")
+@click.option("--stand-ins", "standins", is_flag=True,
+              help="rehearse without the outside service the profile needs (a judge, a code model): its stand-in answers instead (recorded)")
+def start(env_id: str, profile: str | None, time_limit: float | None, runtime_kind: str, host: str | None,
+          study_url: str | None, participant_id: str | None, internet: bool | None, ai_tools: str,
+          sessions_dir: Path | None, gpus: int | None, standins: bool) -> None:
     """Open ENV_ID in a new session and start the clock."""
     from .assets import AssetStore
+    from .catalog import Rehearsal
     from .session import Session
+    from .trajectory.records import participant_of
 
     settings = _settings(sessions_dir)
     limit = _bounded_time_limit(time_limit)  # before anything is chosen or started
+    keymap = _keymap(settings)  # before anything starts
+    if study_url is not None:
+        _check_study(study_url, participant_id, settings)
     env = workstation.catalog(settings).get(env_id)
-    choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=host,
+    choice = workstation.choose(env, settings, runtime=runtime_kind, profile=profile, host=host, gpus=gpus,
                                 say=lambda m: err.print(f"[yellow]note:[/yellow] {m}", highlight=False))
     if choice.embedded_default:
         err.print(f"[bold yellow]EMBEDDED DEFAULT[/bold yellow]: profile {choice.profile} on the {choice.runtime.kind} runtime"
                   + ("" if choice.runtime.isolated else " (NOT ISOLATED)") + ". Scores from it are not comparable with GPU runs.",
                   highlight=False)
-    secret_values = workstation.resolve_secrets(env, choice.profile, settings)  # before anything starts
-    session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
-                             store=_store(settings), progress=_progress, asset_store=AssetStore(settings.cache_dir),
-                             secrets=secret_values)
-    _run_app(session)
+    if gpus is not None and env.profile(choice.profile).gpus == 0:
+        err.print(f"[yellow]note:[/yellow] --gpus {gpus} left out: the {choice.profile} profile uses no GPU", highlight=False)
+        gpus = None
+    if standins and env.profile(choice.profile).standins is None:
+        raise RebenchError(f"the {choice.profile} profile of {env_id} has no stand-ins", kept="nothing was started",
+                           fix="leave out --stand-ins (only profiles that reach an outside service have them)")
+    secret_values = workstation.resolve_secrets(env, choice.profile, settings, required=not standins)  # before anything starts
+    with _steps(f"starting {env.id}") as step:  # image build and assets, on a first start: minutes
+        session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
+                                 store=_store(settings), progress=step, asset_store=AssetStore(settings.cache_dir),
+                                 secrets=secret_values, rehearsal=Rehearsal(gpus, standins),
+                                 participant=participant_of(participant_id, internet, ai_tools))
+    if study_url is not None:
+        from .study.attach import bind
+
+        bind(session, study_url, participant_id)
+    _run_app(session, keymap)
+
+
+def _check_study(url: str, participant: str | None, settings: Settings) -> None:
+    """Before anything starts: a participant id, a token that is theirs (a collector down now is only a note)."""
+    from .study.attach import check_participant, collector_for
+
+    if not participant:
+        raise RebenchError("--study needs --participant", kept="nothing was started", fix="add --participant YOUR_ID")
+    note = check_participant(collector_for(url, settings), participant)
+    if note:
+        err.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
 
 
 def _store(settings):
@@ -334,7 +481,8 @@ def _open_session(session_id: str | None, sessions_dir: Path | None):
 @sessions_dir_opt
 def resume(session_id: str | None, sessions_dir: Path | None) -> None:
     """Reopen a session (default: the most recent unfinished one); the clock continues exactly."""
-    _run_app(_open_session(session_id, sessions_dir))
+    keymap = _keymap(_settings(sessions_dir))  # before the session opens
+    _run_app(_open_session(session_id, sessions_dir), keymap)
 
 
 @main.command()
@@ -343,10 +491,12 @@ def resume(session_id: str | None, sessions_dir: Path | None) -> None:
 def score(session_id: str | None, sessions_dir: Path | None) -> None:
     """Score a session once without the screen (the clock is left as it is)."""
     session = _open_session(session_id, sessions_dir)
+    witness = _witness(session)
     try:
         rec = session.score()
     finally:
         session.close(pause_clock=None)
+        _unwitness(witness)
     if rec is None:
         err.print("scoring cancelled")
         return
@@ -375,21 +525,27 @@ def finish(session_id: str | None, submission: str, sessions_dir: Path | None) -
         err.print(f"session {exc.session} is already finished (its audit log ends with the finish row, line "
                   f"{exc.line}); nothing to do, nothing was written", highlight=False, markup=False)
         return
+    witness = _witness(session)
     try:
         rec = session.finish_at_time_limit() if session.wclock.expired else session.submit(submission)
     finally:
         session.close(pause_clock=None)
-    best = session.final()
+        _unwitness(witness)
+    from .session.ending import counting_words
+
+    best = session.final()  # after a recount: the median of its fresh scorings
     shown = "hidden" if session.hidden else ("none (no valid scoring)" if best is None else
-                                             f"{best.score:.6g} (normalized {best.normalized:.4g})")
+                                             f"{best.score:.6g} (normalized {best.normalized:.4g}; {counting_words(best)})")
     last = "" if rec is None else f" after final scoring {rec.attempt}"
     out.print(f"session {session.id} finished ({session.meta.finish_reason}){last}; final score {shown}", highlight=False)
 
 
 @main.command("verify")
 @click.argument("session_ids", nargs=-1)
+@click.option("--witness", "witness_url", default=None, metavar="URL",
+              help="also compare every row with what the study's collector at URL witnessed")
 @sessions_dir_opt
-def verify_cmd(session_ids: tuple[str, ...], sessions_dir: Path | None) -> None:
+def verify_cmd(session_ids: tuple[str, ...], witness_url: str | None, sessions_dir: Path | None) -> None:
     """Check sessions' records: hash chain, trace-entry contract, the session's state (finished,
     active, interrupted) against session.json, score log, final score, files.
 
@@ -413,6 +569,11 @@ def verify_cmd(session_ids: tuple[str, ...], sessions_dir: Path | None) -> None:
             out.print(f"  FAIL verify: could not finish checking ({type(exc).__name__}: {str(exc)[:300]})",
                       highlight=False, markup=False)
             continue
+        if witness_url is not None:
+            from .study.attach import collector_for
+            from .study.check import check_witnessed
+
+            report.findings += check_witnessed(folder, collector_for(witness_url, settings)).findings
         bad += not report.ok
         out.print(f"[bold]{escape(folder.name)}[/bold]: " + ("[green]verified[/green]" if report.ok else "[red]FAILED[/red]"))
         for f in report.findings:
@@ -470,8 +631,9 @@ def _started_facts(folder: Path) -> dict:
 @click.option("--env", "env_id", default=None)
 @click.option("--status", type=click.Choice(["active", "finished"]), default=None)
 @click.option("--rebuild-index", is_flag=True, help="rebuild sessions/index.db from the session folders first (the records are the truth)")
+@click.option("-v", "--verbose", is_flag=True, help="every column: environment, profile, runtime@host, scorings, normalized final")
 @sessions_dir_opt
-def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, sessions_dir: Path | None) -> None:
+def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, verbose: bool, sessions_dir: Path | None) -> None:
     """List sessions from the index (an unreadable index is rebuilt from the session folders by itself)."""
     from .store import Store
 
@@ -485,21 +647,31 @@ def sessions_cmd(env_id: str | None, status: str | None, rebuild_index: bool, se
             err.print(f"  not indexed: {p}")
     rows = _store(settings).sessions(env_id=env_id, status=status)
     damaged = _damaged_sessions(settings.sessions, rows, listed_all=env_id is None and status is None)
-    t = Table(title=f"sessions in {settings.sessions}")
-    _id_column(t, "id", [r["id"] for r in rows])
-    for col in ("env", "profile", "runtime", "status", "working", "scores", "final", "normalized"):
-        t.add_column(col)
-    for r in rows:
-        fin = r.get("final_score")
-        norm = r.get("final_normalized")
-        t.add_row(r["id"], r["env_id"], r["profile"], f"{r['runtime']}@{r['host']}",
-                  "DAMAGED" if r["id"] in damaged else r["status"],
-                  format_hms(r.get("working_s") or 0), str(r.get("n_scores") or 0),
-                  "" if fin is None else f"{fin:.4g}", "" if norm is None else f"{norm:.3g}")
-    out.print(t)
+    out.print(_sessions_table(rows, settings, verbose, damaged))
     for sid, what in damaged.items():
         err.print(f"[bold red]error:[/bold red] {escape(what)}", highlight=False)
         err.print(f"[bold]next:[/bold] `rebench-tui repair {escape(sid)}` rebuilds it from the audit log", highlight=False)
+
+
+def _sessions_table(rows: list[dict], settings: Settings, verbose: bool, damaged: dict[str, str] | None = None) -> Table:
+    """Id (which starts with the environment's), status, working time and final score: whole in 80
+    columns; -v adds environment, profile, runtime, scorings and the normalized final. A session
+    whose session.json does not read (``damaged``) says DAMAGED."""
+    damaged = damaged or {}
+    t = Table(title=f"sessions in {settings.sessions}")
+    _id_column(t, "id", [r["id"] for r in rows])
+    cols = ("env", "profile", "runtime", "status", "working", "scores", "final", "normalized") if verbose else (
+        "status", "working", "final")
+    for col in cols:
+        t.add_column(col, no_wrap=not verbose)
+    for r in rows:
+        fin, norm = r.get("final_score"), r.get("final_normalized")
+        cells = {"env": r["env_id"], "profile": r["profile"], "runtime": f"{r['runtime']}@{r['host']}",
+                 "status": "DAMAGED" if r["id"] in damaged else r["status"],
+                 "working": format_hms(r.get("working_s") or 0), "scores": str(r.get("n_scores") or 0),
+                 "final": "" if fin is None else f"{fin:.4g}", "normalized": "" if norm is None else f"{norm:.3g}"}
+        t.add_row(r["id"], *(cells[c] for c in cols))
+    return t
 
 
 def _damaged_sessions(sessions: Path, rows: list[dict], listed_all: bool) -> dict[str, str]:
@@ -589,7 +761,7 @@ def prepare(env_ids: tuple[str, ...], all_envs: bool, synthetic: bool, profile: 
     elif env_ids:
         envs = [cat.get(e) for e in env_ids]
     else:
-        raise RebenchError("name an environment (or --all)", fix="e.g. `rebench-tui prepare fix_embedding --synthetic`")
+        raise UsageError("name an environment (or --all)", fix="e.g. `rebench-tui prepare fix_embedding --synthetic`")
     store = AssetStore(settings.cache_dir)
     prof = profile or ("smoke" if synthetic else "gpu")
     mode = "from" if source is not None else ("synthetic" if synthetic else "fetch")
@@ -643,10 +815,10 @@ def images_build(names: tuple[str, ...], host: str | None) -> None:
     """Build base images NAMES (default: base) and what they need."""
     settings = _settings()
     rt = workstation.connect_docker(settings, host)
-    builder = rt.builder(_progress)
-    for name in names or ("base",):
-        tag = builder.ensure(name)
-        err.print(f"ready: {name} = {tag}")
+    with _steps("building images") as step:
+        builder = rt.builder(step)
+        for name in names or ("base",):
+            step(f"ready: {name} = {builder.ensure(name)}")
 
 
 @main.command()
@@ -717,7 +889,7 @@ def hosts_cmd(env_id: str | None) -> None:
 
 def _export_folders(settings: Settings, session_ids: tuple[str, ...], all_sessions: bool) -> list[Path]:
     if session_ids and all_sessions:
-        raise RebenchError("give session ids or --all, not both", fix="drop --all to export only the sessions named")
+        raise UsageError("give session ids or --all, not both", fix="drop --all to export only the sessions named")
     if all_sessions:
         folders = sorted(p for p in settings.sessions.iterdir() if (p / META).is_file()) \
             if settings.sessions.is_dir() else []
@@ -726,7 +898,7 @@ def _export_folders(settings: Settings, session_ids: tuple[str, ...], all_sessio
         return folders
     if session_ids:
         return list(dict.fromkeys(workstation.find_session(settings.sessions, sid) for sid in session_ids))
-    raise RebenchError("name the sessions to export (or --all)",
+    raise UsageError("name the sessions to export (or --all)",
                        fix="e.g. `rebench-tui export SESSION_ID --format inspect`; `rebench-tui sessions` lists them")
 
 
@@ -776,7 +948,7 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
         except RebenchError as exc:  # printed without markup: the fix's "[inspect]" must show as typed
             err.print(f"error: {exc.what}", highlight=False, markup=False)
             err.print(f"next: {exc.fix}", highlight=False, markup=False)
-            sys.exit(2)
+            sys.exit(EXIT_FAILED)
     base = Path("exports") if output is None else output
     names = {"inspect": "{}." + inspect_fmt, "vivaria": "{}-vivaria", "csv": "{}-csv"}
     failed = 0
@@ -804,7 +976,7 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 @click.option("--no-humans", is_flag=True, help="do not add the sessions folder's sessions when no human run was named")
 @sessions_dir_opt
 @click.option("--env", "envs", multiple=True, help="only this environment: id, METR family or family/task (repeatable)")
-@click.option("--budget", "budgets", multiple=True, default=("8h",), show_default=True,
+@click.option("--budget", "budgets", type=_Budget(), multiple=True, default=("8h",), show_default=True,
               help="working-time budget for final scores, e.g. 2h (repeatable; the largest is the main one; none = whole run)")
 @click.option("--k-max", type=click.IntRange(min=1), default=None, help="largest k for score@k (default: most runs on one environment)")
 @click.option("--bootstrap", "n_boot", type=click.IntRange(min=0), default=1000, show_default=True, help="bootstrap resamples for the score@k band")
@@ -827,10 +999,20 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 @click.option("--html", is_flag=True, help="write compare.html (self-contained: the PNG embedded, tables)")
 @click.option("--csv", "csv_", is_flag=True, help="write curves.csv, score_at_k.csv, summary.csv, runs.csv")
 @click.option("--tui", is_flag=True, help="open the comparison on screen instead of printing it")
+@click.option("--study", "study_url", default=None, metavar="URL",
+              help="also every session a study's collector witnessed, read from its rows (a researcher's token)")
+@click.option("--rule", type=click.Choice(["paper", "robust"]), default="paper", show_default=True,
+              help="how every run is counted, human or agent: paper = the best single scoring (comparable with METR's "
+                   "numbers); robust = attempts' medians and the finish's recount (runs without fingerprints are left out)")
+@click.option("--participant", "participants", multiple=True, help="only human sessions of this participant id (repeatable)")
+@click.option("--ai-tools", type=click.Choice(["yes", "no", "unknown"]), default=None,
+              help="only human sessions whose participant could (yes) or could not (no) use AI tools")
+@click.option("--internet/--no-internet", default=None, help="only human sessions with (or without) the internet allowed")
 def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: bool, sessions_dir: Path | None,
             envs: tuple[str, ...], budgets: tuple[str, ...], k_max: int | None, n_boot: int, seed: int, level: float,
             task: str | None, label: str | None, profile: str, anchors: str | None, finished_only: bool,
-            paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool) -> None:
+            paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool, study_url: str | None,
+            rule: str, participants: tuple[str, ...], ai_tools: str | None, internet: bool | None) -> None:
     """Compare human sessions with agent runs: best-so-far score vs working time, finals, score@k.
 
     SOURCES: session ids or folders, Inspect logs (.eval/.json), Vivaria JSON/JSONL (trace entries,
@@ -847,19 +1029,17 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     rebench-tui compare trace.jsonl --task ai_rd_triton_cumsum/main --label my-agent --tui
     """
     from .compare.analysis import compare as run_compare
-    from .compare.command import gather, parse_budget, resolver_for, write_reports
+    from .compare.command import HumanFilter, gather, resolver_for, write_reports
 
     settings = _settings(sessions_dir)
     resolver = resolver_for(settings, profile, anchors)
     got = gather(sources, resolver, sessions_dir=settings.sessions, humans_dirs=humans_dirs, no_humans=no_humans,
-                 envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only)
-
-    for w in got.warnings:
-        err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
-    for n in got.notes:
-        err.print(f"[dim]note:[/dim] {escape(n)}", highlight=False)
-    result = run_compare(got.runs, budgets=[parse_budget(b) for b in budgets], k_max=k_max, n_boot=n_boot,
-                         seed=seed, level=level)
+                 envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only,
+                 runs=_study_runs(study_url, resolver, settings) if study_url else (),
+                 who=HumanFilter(participants, ai_tools, internet))
+    _say_gathered(got)
+    result = run_compare(got.runs, budgets=list(budgets), k_max=k_max, n_boot=n_boot,
+                         seed=seed, level=level, rule=rule)
     for w in result.warnings:  # runs on different scales averaged together: said before anything else
         err.print(f"[bold yellow]warning:[/bold yellow] {escape(w)}", highlight=False)
     if out_dir is not None and not (png or html or csv_):
@@ -877,6 +1057,34 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
 
         print_report(out if out.is_terminal else Console(soft_wrap=True, width=160), result)
 
+
+def _say_gathered(got) -> None:
+    """What reading the sources found worth saying: warnings, then notes."""
+    for w in got.warnings:
+        err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
+    for n in got.notes:
+        err.print(f"[dim]note:[/dim] {escape(n)}", highlight=False)
+
+
+def _study_runs(url: str, resolver, settings: Settings) -> list:
+    """Every session the collector at ``url`` witnessed, as runs read from the witnessed rows."""
+    from .compare.witnessed import read_witnessed, witnessed_rows
+    from .study.attach import collector_for
+
+    collector = collector_for(url, settings)
+    runs = [read_witnessed(s["id"], witnessed_rows([r["line"] for r in collector.rows(s["id"])]),
+                           f"{url} ({s['participant']})", resolver) for s in collector.study()]
+    return [r for r in runs if r is not None]
+
+
+def _add_study_commands() -> None:
+    from .study.commands import collector, study
+
+    main.add_command(collector)
+    main.add_command(study)
+
+
+_add_study_commands()
 
 if __name__ == "__main__":
     main()

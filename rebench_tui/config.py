@@ -45,19 +45,24 @@ class Settings(BaseSettings):
     docker_host: str | None = None
     secrets_file: Path | None = None  # default: <config_dir>/secrets.env
     hosts_file: Path | None = None  # default: <config_dir>/hosts.toml
+    study_token: str | None = None  # a study participant's (or researcher's) collector token
+    study_token_file: Path | None = None  # default: <config_dir>/study-token
+    study_ca: Path | None = None  # the certificate (or CA) a collector's HTTPS is checked against
     agent_runs: str | None = None  # agent runs the screen's compare key shows beside the sessions
 
+    # Absolute, whatever was given (a relative --sessions-dir once gave the local runtime's scorer
+    # paths that meant nothing in the folder it runs in: every scoring NaN).
     @cached_property
     def environments(self) -> Path:
-        return self.environments_dir or self.root / "environments"
+        return (self.environments_dir or self.root / "environments").absolute()
 
     @cached_property
     def images(self) -> Path:
-        return self.images_dir or self.root / "images"
+        return (self.images_dir or self.root / "images").absolute()
 
     @cached_property
     def sessions(self) -> Path:
-        return self.sessions_dir or self.root / "sessions"
+        return (self.sessions_dir or self.root / "sessions").absolute()
 
     @property
     def keymap_file(self) -> Path:

@@ -184,7 +184,9 @@ class Doctor:
             self.add("GPUs", "ok", f"{len(free)} of {len(gpus)} free ({desc}); needs {need}")
         else:
             self.add("GPUs", "fail", f"{len(free)} of {len(gpus)} free ({desc}); the {name} profile needs {need}",
-                     "wait for other sessions to finish (`rebench-tui sessions --status active`), or use another host")
+                     "wait for other sessions to finish (`rebench-tui sessions --status active`), or use another host"
+                     + (f"; or rehearse on {len(free)} with `rebench-tui start {self.env.id} --gpus {len(free)}` "
+                        "(recorded as a difference from the paper's setting)" if free and self.env else ""))
 
     def _cpu_memory(self, rt: DockerRuntime) -> None:
         info = rt.client.info() or {}

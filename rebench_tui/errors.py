@@ -41,3 +41,9 @@ class RuntimeUnavailable(RebenchError):
 
 class SessionError(RebenchError):
     """A session could not be created, opened or changed."""
+
+
+class UsageError(RebenchError):
+    """The command line asks for something that cannot be done as written (a missing or clashing
+    argument): the CLI exits 2 for these, as for click's own usage errors, and 1 for every other
+    error, so a script can tell "called wrongly" from "failed"."""

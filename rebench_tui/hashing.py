@@ -8,12 +8,9 @@ from pathlib import Path
 
 
 def sha256_file(path: Path) -> str:
-    """sha256 of a file's bytes, read in 4 MiB blocks (checkpoints are many GB)."""
-    h = hashlib.sha256()
+    """sha256 of a file's bytes (read in blocks by hashlib: checkpoints are many GB)."""
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 # The scorer's self-digest. ``runtime/lib/rebench_scorer/identity.py`` is copied into every

@@ -7,9 +7,12 @@ read for a result: a line printed there, by the scorer or by anything it ran, is
 environment hides scores), ``details`` is kept from them. What it printed is kept as a tail in
 ``details`` for the researcher.
 
-Which scorings count (:func:`counting_attempt`): scorings of unchanged files are re-scores of one
-attempt; each attempt counts with the median of its valid scorings, and the best attempt (or the
-last one, for ``last`` environments) gives the score that counts.
+Which scorings count (:class:`Rule`): scorings of unchanged files are re-scores of one attempt;
+each attempt counts with the median of its valid scorings (in timing environments, an attempt
+with a failed scoring counts with its worst valid one), and the best attempt (or the last one, for
+``last`` environments) gives the score that counts. Where the session re-measured its leading
+attempt at the finish (a *recount*), the median of those fresh scorings counts instead. The
+paper's rule (:meth:`Rule.paper`) is the best (or last) single valid scoring.
 """
 
 from __future__ import annotations
@@ -196,6 +199,23 @@ class Attempt:
     indexes: tuple[int, ...]
     valid_indexes: tuple[int, ...]
     values: tuple[float, ...]
+    # Where failures count against an attempt (timing environments), the direction that says
+    # which valid scoring is its worst; None: failed scorings are left out.
+    against: Direction | None = None
+
+    @property
+    def failures(self) -> int:
+        """Scorings of the attempt that gave no valid score (NaN)."""
+        return len(self.indexes) - len(self.valid_indexes)
+
+    @property
+    def score(self) -> float:
+        """What the attempt counts with: the median of its valid scorings; where failures count
+        against it and one of its scorings failed, its worst valid scoring (a NaN the
+        participant's code can cause on purpose, say on a slow draw, then never helps)."""
+        if self.against is not None and self.failures and self.values:
+            return max(self.values) if self.against is Direction.LOWER else min(self.values)
+        return self.median
 
     @property
     def n(self) -> int:
@@ -227,17 +247,18 @@ class Attempt:
         an odd count it is the median scoring itself."""
         if not self.values:
             return None
-        m = self.median
+        m = self.score
         best = min(range(len(self.values)), key=lambda i: abs(self.values[i] - m))
         return self.valid_indexes[best]
 
 
-def group_attempts(scores: Sequence[float], fingerprints: Sequence[str | None] | None = None) -> list[Attempt]:
+def group_attempts(scores: Sequence[float], fingerprints: Sequence[str | None] | None = None, *,
+                   against: Direction | None = None) -> list[Attempt]:
     """Scorings grouped by fingerprint, in the order of each attempt's first scoring.
 
     Scorings with the same fingerprint belong together wherever they are in the list (files
     changed and then changed back are the same attempt again); a scoring without one is an
-    attempt of its own."""
+    attempt of its own. ``against``: see :attr:`Attempt.against`."""
     if fingerprints is not None and len(fingerprints) != len(scores):
         raise ValueError(f"{len(scores)} scores but {len(fingerprints)} fingerprints")
     order: list[str | int] = []
@@ -249,17 +270,18 @@ def group_attempts(scores: Sequence[float], fingerprints: Sequence[str | None] |
             members[key] = []
             order.append(key)
         members[key].append(i)
-    out: list[Attempt] = []
-    for n, key in enumerate(order, start=1):
-        idx = members[key]
-        valid = tuple(i for i in idx if math.isfinite(scores[i]))
-        out.append(Attempt(n, key if isinstance(key, str) else None, tuple(idx), valid,
-                           tuple(float(scores[i]) for i in valid)))
-    return out
+    return [_attempt(n, key if isinstance(key, str) else None, members[key], scores, against)
+            for n, key in enumerate(order, start=1)]
+
+
+def _attempt(number: int, fingerprint: str | None, idx: Sequence[int], scores: Sequence[float],
+             against: Direction | None) -> Attempt:
+    valid = tuple(i for i in idx if math.isfinite(scores[i]))
+    return Attempt(number, fingerprint, tuple(idx), valid, tuple(float(scores[i]) for i in valid), against)
 
 
 def _pick(attempts: Iterable[Attempt], aggregation: Aggregation) -> Attempt | None:
-    """The attempt that counts among ``attempts``: the best median (the earliest attempt on a tie),
+    """The attempt that counts among ``attempts``: the best score (the earliest attempt on a tie),
     or for ``last`` the attempt of the last valid scoring."""
     valid = [a for a in attempts if a.valid]
     if not valid:
@@ -267,58 +289,166 @@ def _pick(attempts: Iterable[Attempt], aggregation: Aggregation) -> Attempt | No
     if aggregation is Aggregation.LAST:
         return max(valid, key=lambda a: a.valid_indexes[-1])
     pick = min if aggregation is Aggregation.MIN else max
-    return pick(valid, key=lambda a: a.median)  # min/max keep the first of equals: the earliest attempt
+    return pick(valid, key=lambda a: a.score)  # min/max keep the first of equals: the earliest attempt
+
+
+RECOUNT_KEY = "recount"  # the details key of a scoring the workstation made at the finish to re-measure an attempt
+
+
+def is_recount(details: Any) -> bool:
+    """Whether a scoring's details mark it as a recount (a fresh scoring of the leading attempt,
+    made by the workstation at the finish), not a scoring the participant asked for."""
+    return isinstance(details, dict) and isinstance(details.get(RECOUNT_KEY), dict)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How a run's scorings become the score that counts.
+
+    - :meth:`attempt` / :meth:`score`, the workstation's rule: scorings grouped into attempts by
+      fingerprint, each attempt counting with its median (where ``failures_count``, an attempt
+      with a failed scoring counts with its worst valid one), the best (or last) attempt counting.
+      Where recounts are given and any scoring is one, the recount's scorings alone count: they
+      form the attempt the session re-measured at its finish, and their median (or, where
+      failures count and one failed, their worst valid value) is the score. A recount none of
+      whose scorings is valid counts as no score: there is no falling back to the scorings that
+      chose the attempt.
+    - :meth:`paper`: RE-Bench's rule, the best single valid scoring the participant asked for
+      (the last for ``last``), recounts left out; comparable with METR's published numbers.
+    """
+
+    aggregation: Aggregation
+    direction: Direction
+    failures_count: bool = False  # timing environments: a failed re-score counts against its attempt
+
+    @property
+    def _against(self) -> Direction | None:
+        return self.direction if self.failures_count else None
+
+    def attempts(self, scores: Sequence[float], fingerprints: Sequence[str | None] | None = None) -> list[Attempt]:
+        return group_attempts(scores, fingerprints, against=self._against)
+
+    def attempt(self, scores: Sequence[float], fingerprints: Sequence[str | None] | None = None,
+                recounts: Sequence[bool] | None = None) -> Attempt | None:
+        """The attempt that counts (None: none valid). Indexes are positions in ``scores``."""
+        if recounts is not None and any(recounts):
+            idx = [i for i, r in enumerate(recounts) if r]
+            fp = fingerprints[idx[0]] if fingerprints is not None else None
+            own = [i for i, r in enumerate(recounts) if not r]
+            number = next((a.number for a in self.attempts([scores[i] for i in own],
+                                                           [fingerprints[i] for i in own] if fingerprints else None)
+                           if fp is not None and a.fingerprint == fp), 0)
+            a = _attempt(number, fp, idx, scores, self._against)
+            return a if a.valid else None
+        return _pick(self.attempts(scores, fingerprints), self.aggregation)
+
+    def score(self, scores: Sequence[float], fingerprints: Sequence[str | None] | None = None,
+              recounts: Sequence[bool] | None = None) -> float:
+        a = self.attempt(scores, fingerprints, recounts)
+        return math.nan if a is None else a.score
+
+    def _value(self, values: Sequence[float], failed: int) -> float:
+        """An attempt's score from its valid values so far and how many of its scorings failed."""
+        if not values:
+            return math.nan
+        if self.failures_count and failed:
+            return max(values) if self.direction is Direction.LOWER else min(values)
+        return statistics.median(values)
+
+    def running(self, scores: Sequence[float], fingerprints: Sequence[str | None] | None = None,
+                recounts: Sequence[bool] | None = None) -> list[float]:
+        """The counting score after each scoring (NaN until the first valid one): :meth:`score` of
+        every prefix, computed in one pass. Not monotone: a re-score can move its attempt's score."""
+        if fingerprints is not None and len(fingerprints) != len(scores):
+            raise ValueError(f"{len(scores)} scores but {len(fingerprints)} fingerprints")
+        values: dict[str | int, list[float]] = {}
+        failed: dict[str | int, int] = {}
+        order: list[str | int] = []  # keys in the order of their first scoring (the earliest wins a tie)
+        last: str | int | None = None
+        recount: list[float] | None = None  # the recount's valid values, once it began
+        recount_failed = 0
+        out: list[float] = []
+        for i, s in enumerate(scores):
+            ok = math.isfinite(s)
+            if recounts is not None and recounts[i]:
+                recount = recount if recount is not None else []
+                if ok:
+                    recount.append(float(s))
+                else:
+                    recount_failed += 1
+                out.append(self._value(recount, recount_failed))
+                continue
+            fp = fingerprints[i] if fingerprints is not None else None
+            key: str | int = fp if fp else i
+            if key not in values:
+                values[key], failed[key] = [], 0
+                order.append(key)
+            if ok:
+                values[key].append(float(s))
+                last = key
+            else:
+                failed[key] += 1
+            if recount is not None:
+                out.append(self._value(recount, recount_failed))
+            elif last is None:
+                out.append(math.nan)
+            elif self.aggregation is Aggregation.LAST:
+                out.append(self._value(values[last], failed[last]))
+            else:
+                scored = [self._value(values[k], failed[k]) for k in order if values[k]]
+                out.append(min(scored) if self.aggregation is Aggregation.MIN else max(scored))
+        return out
+
+    def paper_running(self, scores: Sequence[float], recounts: Sequence[bool] | None = None) -> list[float]:
+        """The paper's rule after each scoring (NaN until the first valid one; monotone but for ``last``)."""
+        out: list[float] = []
+        cur = math.nan
+        for i, s in enumerate(scores):
+            if math.isfinite(s) and not (recounts and recounts[i]):
+                if self.aggregation is Aggregation.LAST or math.isnan(cur):
+                    cur = float(s)
+                else:
+                    cur = min(cur, s) if self.aggregation is Aggregation.MIN else max(cur, s)
+            out.append(cur)
+        return out
+
+    def paper(self, scores: Sequence[float], recounts: Sequence[bool] | None = None) -> float:
+        """RE-Bench's rule: the best valid scoring (the last valid one for ``last``), recounts left out."""
+        own = [s for i, s in enumerate(scores) if math.isfinite(s) and not (recounts and recounts[i])]
+        if not own:
+            return math.nan
+        if self.aggregation is Aggregation.LAST:
+            return own[-1]
+        return min(own) if self.aggregation is Aggregation.MIN else max(own)
+
+
+def _plain(aggregation: Aggregation) -> Rule:
+    """The rule without failures counting (the direction then plays no part)."""
+    return Rule(aggregation, Direction.HIGHER if aggregation is Aggregation.MAX else Direction.LOWER)
 
 
 def counting_attempt(scores: Sequence[float], aggregation: Aggregation,
                      fingerprints: Sequence[str | None] | None = None) -> Attempt | None:
-    """The attempt whose median is the score that counts (None: no valid scoring).
+    """The attempt whose median is the score that counts (None: no valid scoring), failed
+    re-scores left out; :class:`Rule` is the whole rule.
 
     Rule: group the scorings by attempt (:func:`group_attempts`), score each attempt with the
     median of its valid scorings, then take the best attempt by ``min``/``max``, or for ``last``
     the attempt of the last valid scoring. Without fingerprints every scoring is its own attempt
     and this is the plain rule: the best valid scoring, or the last valid one."""
-    return _pick(group_attempts(scores, fingerprints), aggregation)
+    return _plain(aggregation).attempt(scores, fingerprints)
 
 
 def counting_score(scores: Sequence[float], aggregation: Aggregation,
                    fingerprints: Sequence[str | None] | None = None) -> float:
     """The score that counts (NaN: no valid scoring). See :func:`counting_attempt`."""
-    a = counting_attempt(scores, aggregation, fingerprints)
-    return math.nan if a is None else a.median
+    return _plain(aggregation).score(scores, fingerprints)
 
 
 def running_counting(scores: Sequence[float], aggregation: Aggregation,
                      fingerprints: Sequence[str | None] | None = None) -> list[float]:
-    """The counting score after each scoring (NaN until the first valid one).
-
-    It is the rule applied to every prefix of the scorings, so it is no longer monotone: a
-    re-score can move its attempt's median, and so the counting score, either way."""
-    if fingerprints is not None and len(fingerprints) != len(scores):
-        raise ValueError(f"{len(scores)} scores but {len(fingerprints)} fingerprints")
-    values: dict[str | int, list[float]] = {}
-    medians: dict[str | int, float] = {}
-    first: dict[str | int, int] = {}
-    last_valid_key: str | int | None = None
-    out: list[float] = []
-    for i, s in enumerate(scores):
-        fp = fingerprints[i] if fingerprints is not None else None
-        key: str | int = fp if fp else i
-        first.setdefault(key, i)
-        if math.isfinite(s):
-            values.setdefault(key, []).append(float(s))
-            medians[key] = statistics.median(values[key])
-            last_valid_key = key
-        if not medians:
-            out.append(math.nan)
-        elif aggregation is Aggregation.LAST:
-            out.append(medians[last_valid_key])  # type: ignore[index]
-        else:
-            # the earliest attempt wins a tie, as in counting_attempt
-            keys = sorted(medians, key=lambda k: first[k])
-            pick = min if aggregation is Aggregation.MIN else max
-            out.append(medians[pick(keys, key=lambda k: medians[k])])
-    return out
+    """The counting score after each scoring (NaN until the first valid one); see :meth:`Rule.running`."""
+    return _plain(aggregation).running(scores, fingerprints)
 
 
 def json_score(score: float) -> float | str:

@@ -71,12 +71,19 @@ def host_fit(rt: Runtime, gpus: int, inventory: list | None = None) -> str | Non
     return None
 
 
-def pick_host(env: Environment, settings: Settings, profile: str | None, say: Callable[[str], None]) -> tuple[Runtime | None, list[str]]:
+def gpus_needed(env: Environment, profile: str, gpus: int | None = None) -> int:
+    """GPUs a session of ``profile`` takes: its own count, or fewer where ``gpus`` says (a rehearsal)."""
+    own = env.profile(profile).gpus
+    return own if gpus is None or own == 0 else min(gpus, own)
+
+
+def pick_host(env: Environment, settings: Settings, profile: str | None, say: Callable[[str], None],
+              gpus_wanted: int | None = None) -> tuple[Runtime | None, list[str]]:
     """The first host in the hosts file whose engine answers and has the GPUs the profile needs
-    free; (None, why-not for each) when none fits or there is no hosts file."""
+    (or ``gpus_wanted``, fewer) free; (None, why-not for each) when none fits or there is no hosts file."""
     hosts = load_hosts(settings.hosts_path)
     wanted = profile or ("gpu" if "gpu" in env.profile_names else env.profile_names[0])
-    gpus = env.profile(wanted).gpus
+    gpus = gpus_needed(env, wanted, gpus_wanted)
     why: list[str] = []
     for h in hosts:
         say(f"checking host {h.label} ({h.url})")
@@ -94,17 +101,18 @@ def pick_host(env: Environment, settings: Settings, profile: str | None, say: Ca
 
 
 def choose(env: Environment, settings: Settings, *, runtime: RuntimeChoice = "auto", profile: str | None = None,
-           host: str | None = None, say: Callable[[str], None] = lambda _m: None) -> Choice:
+           host: str | None = None, say: Callable[[str], None] = lambda _m: None, gpus: int | None = None) -> Choice:
     """Pick the runtime and profile: the gpu profile in Docker where the engine can give GPUs,
     else the smoke profile (CPU), in Docker where an engine answers, else locally (not isolated).
     ``host`` is a label from the hosts file or an engine URL; without it, the hosts file's first
-    host that fits is used, then the local engine."""
+    host that fits is used, then the local engine. ``gpus``: fewer GPUs than the profile asks for
+    (``start --gpus N``, a rehearsal)."""
     reasons: list[str] = []
     rt: Runtime | None = None
     if host is not None:
         host = resolve_host(host, load_hosts(settings.hosts_path))
     elif runtime in ("auto", "docker") and settings.docker_host is None:
-        rt, why = pick_host(env, settings, profile, say)
+        rt, why = pick_host(env, settings, profile, say, gpus)
         if rt is None and why:
             if profile == "gpu":
                 raise RuntimeUnavailable("no host in the hosts file can take the gpu profile now: " + "; ".join(why),

@@ -26,6 +26,26 @@ IMAGES = ROOT / "images"
 KNOWN_IMAGES = Recipes.load(IMAGES).names
 
 
+# Module fixtures that run an environment's own prepare.py (and its scorer on the result) at smoke
+# size: tens of seconds each here, so every test that uses one is ``slow``.
+SLOW_FIXTURES = {"test_env_fix_embedding.py": "assets", "test_env_nanogpt_chat_rl.py": "prepared",
+                 "test_env_optimize_llm_foundry.py": "prepared", "test_env_restricted_mlm.py": "prepared",
+                 "test_env_small_scaling_law.py": "smoke_assets"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that asks for the engine (``docker_client``, directly or through another fixture) is a
+    ``docker`` test whether or not its module says so, and one that uses a fixture of SLOW_FIXTURES
+    is ``slow``: the fast tier (``-m "not docker and not slow"``) selects neither, so it needs no
+    engine, no images and no prepared assets, and takes minutes."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if "docker_client" in names and not item.get_closest_marker("docker"):
+            item.add_marker(pytest.mark.docker)
+        if SLOW_FIXTURES.get(item.path.name) in names and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def fake_clock() -> FakeClock:
     return FakeClock()

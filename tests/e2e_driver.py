@@ -74,8 +74,10 @@ class Run:
     facts: dict[str, Any] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
 
-    def step(self, name: str) -> "_Step":
-        return _Step(self, name)
+    def step(self, name: str, fatal: bool = False) -> "_Step":
+        """A timed step; a failure is recorded and the run goes on, unless ``fatal`` (nothing after
+        it can run without it: the run stops there, said so)."""
+        return _Step(self, name, fatal)
 
     def check(self, ok: bool, what: str) -> bool:
         self.log(("ok    " if ok else "FAIL  ") + what)
@@ -84,9 +86,13 @@ class Run:
         return ok
 
 
+class StopRun(Exception):
+    """A step the rest depends on failed: the run ends there (its failure is already recorded)."""
+
+
 class _Step:
-    def __init__(self, run: Run, name: str) -> None:
-        self.run, self.name = run, name
+    def __init__(self, run: Run, name: str, fatal: bool = False) -> None:
+        self.run, self.name, self.fatal = run, name, fatal
 
     def __enter__(self) -> "_Step":
         self.t = time.monotonic()
@@ -102,7 +108,9 @@ class _Step:
             self.run.failures.append(f"{self.name}: {kind.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         else:
             self.run.log(f"   {self.name}: {dt:.1f} s")
-        return exc is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit, asyncio.CancelledError))
+        if exc is not None and self.fatal and not isinstance(exc, StopRun):
+            raise StopRun(f"{self.name} failed: {kind.__name__}: {exc}") from exc
+        return exc is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit, asyncio.CancelledError, StopRun))
 
 
 def _score_fact(label: str, solution: str, rec: Any, round_trip_s: float | None) -> dict[str, Any]:
@@ -203,7 +211,7 @@ def _bare_scorings(run: Run, session: Any, env: Any, profile: Any, reference: di
     """The same scorer on this machine outside any container, on the starting and the reference
     solution: a home and a protected folder laid out as the container has them (prepared assets
     linked in), the supervisor as root, the participant's processes as uid 1000."""
-    from rebench_tui.runtime.base import ASSETS_DIR, SCORER_LIB, STARTING_SOLUTION_DIR, SUPERVISOR
+    from rebench_tui.runtime.base import ASSETS_DIR, SCORER_LIB, SECRETS_FILE, STARTING_SOLUTION_DIR
 
     probe = subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", sys.executable, "-c", "pass"],
                            capture_output=True, text=True)
@@ -222,10 +230,23 @@ def _bare_scorings(run: Run, session: Any, env: Any, profile: Any, reference: di
     if assets and (Path(assets) / "protected").is_dir():
         (prot / ASSETS_DIR).symlink_to(Path(assets) / "protected")
     subprocess.run(["chmod", "-R", "a+rX", str(lib)], check=True)
+    secrets = getattr(session.sandbox, "spec").secrets
+    if secrets:  # as the container has them: <protected>/secrets.env, root's alone (scorers start their own proxy from it)
+        (prot / SECRETS_FILE).write_text("".join(f"{k}={v}\n" for k, v in secrets.items()))
+        (prot / SECRETS_FILE).chmod(0o600)
     state = work / "state"
     state.mkdir(mode=0o700)
     homes = {"start": {}, **({"reference": reference} if reference else {})}
     results: list[dict[str, Any]] = []
+    with _host_services(run, profile, prot, secrets, work):
+        _bare_homes(run, env, profile, homes, work, prot, lib, state, assets, n, results)
+    run.facts["bare"] = results
+
+
+def _bare_homes(run: Run, env: Any, profile: Any, homes: dict, work: Path, prot: Path, lib: Path, state: Path,
+                assets: str | None, n: int, results: list) -> None:
+    from rebench_tui.runtime.base import ASSETS_DIR, SUPERVISOR
+
     for label, files in homes.items():
         home = work / f"home-{label}"
         shutil.copytree(env.solution_dir, home / "solution")
@@ -235,6 +256,8 @@ def _bare_scorings(run: Run, session: Any, env: Any, profile: Any, reference: di
         if assets and (Path(assets) / "workspace").is_dir():
             (home / ASSETS_DIR).symlink_to(Path(assets) / "workspace")
         subprocess.run(["chown", "-R", "1000:1000", str(home)], check=False)
+        if label == "start" and (setup := _start_setup(env, profile)) is not None:
+            _bare_setup(run, env, setup, home)
         home.chmod(0o755)
         base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the app's own packages stay out
         environ = {**base_env, **profile.env, "REBENCH_HOME": str(home), "REBENCH_PROTECTED": str(prot),
@@ -248,7 +271,55 @@ def _bare_scorings(run: Run, session: Any, env: Any, profile: Any, reference: di
             run.log(f"   bare {label} {i + 1}: score {r['score']:.4f}, scorer {r['scorer_s']:.1f} s, wall {r['wall_s']:.1f} s"
                     + (f" {r['message']} {r['stderr_tail']}" if not r["valid"] else ""))
             run.check(r["valid"], f"bare-device scorer on the {label} solution gives a finite score")
-    run.facts["bare"] = results
+
+
+def _start_setup(env: Any, profile: Any) -> Any:
+    """How the environment puts its starting solution in place before a scoring (its calibration's
+    ``start``: files and a command, e.g. the base model saved where the scorer looks), from this
+    profile or, where it says none, another profile of the same environment; None if nothing."""
+    for name in [profile.name, *env.profile_names]:
+        cal = env.profile(name).calibration
+        if cal is not None and (cal.start.files or cal.start.command):
+            return cal.start
+    return None
+
+
+def _bare_setup(run: Run, env: Any, setup: Any, home: Path) -> None:
+    """The same starting set-up in a bare-machine home: its files copied, its command run as uid 1000."""
+    for dest, src in setup.files.items():
+        source, target = env.path / src, home / dest
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+    subprocess.run(["chown", "-R", "1000:1000", str(home)], check=False)
+    if setup.command:
+        argv = [sys.executable if setup.command[0] == "python3" else setup.command[0], *setup.command[1:]]
+        p = subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", *argv], cwd=home / setup.workdir,
+                           capture_output=True, text=True, timeout=setup.timeout, env={**os.environ, "HOME": str(home)})
+        run.log(f"   bare start set-up `{' '.join(setup.command)}`: exit {p.returncode} {p.stderr.strip()[-300:]}")
+
+
+@contextlib.contextmanager
+def _host_services(run: Run, profile: Any, prot: Path, secrets: dict[str, str], work: Path):
+    """The profile's services (a stand-in judge or model, the key-adding proxy) on this machine's
+    loopback while the bare scorer runs, as the container has them; stopped afterwards."""
+    procs = []
+    env = {**os.environ, **profile.env, **secrets, "REBENCH_PROTECTED": str(prot)}
+    for i, cmd in enumerate(profile.services):
+        argv = [sys.executable if a == "python3" else str(prot) + a[len("/protected"):] if a.startswith("/protected/") else a
+                for a in cmd]
+        procs.append(subprocess.Popen(argv, env=env, stdout=(work / f"service-{i}.log").open("w"), stderr=subprocess.STDOUT))
+        run.log(f"   bare service {i}: {' '.join(argv[1:])}")
+    time.sleep(2.0 if procs else 0)  # each binds its port at once; a second is plenty
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(5)
 
 
 # -- the session ---------------------------------------------------------------------------------
@@ -258,6 +329,7 @@ async def drive(run: Run, args: argparse.Namespace) -> None:
 
     from rebench_tui import workstation
     from rebench_tui.assets import AssetStore
+    from rebench_tui.catalog import Rehearsal
     from rebench_tui.config import Settings
     from rebench_tui.runtime.docker_runtime import STATE_DIR
     from rebench_tui.session import Session
@@ -276,21 +348,28 @@ async def drive(run: Run, args: argparse.Namespace) -> None:
     reference = {dest: (env.path / src) for dest, src in (r.split("=", 1) for r in args.reference)}
     t_start = time.monotonic()
 
-    with run.step("start: choose the engine, GPU mode and profile"):
-        choice = workstation.choose(env, settings, profile=run.profile, say=lambda m: log(f"   note: {m}"))
+    with run.step("start: choose the engine, GPU mode and profile", fatal=True):
+        choice = workstation.choose(env, settings, profile=run.profile, gpus=args.gpus, say=lambda m: log(f"   note: {m}"))
         sup = choice.runtime.gpu_support()
         run.profile = choice.profile
         run.facts.update(profile=choice.profile, host=choice.runtime.host, gpu_mode=sup.mode, gpu_why=sup.why)
         log(f"   profile {choice.profile} on {choice.runtime.kind} at {choice.runtime.host}; GPU mode {sup.mode}: {sup.why}")
         if args.expect_profile:
             run.check(choice.profile == args.expect_profile, f"the workstation chose the {args.expect_profile} profile")
-    profile = env.profile(run.profile)
+    rehearsal = Rehearsal(args.gpus if env.profile(run.profile).gpus else None, args.stand_ins)
+    profile = rehearsal.apply(env.profile(run.profile))
     gpu = profile.gpus > 0
+    if rehearsal != Rehearsal():
+        log(f"   rehearsal: {profile.gpus} GPU(s) of the profile's {env.profile(run.profile).gpus}"
+            + (f"; stand-ins: {profile.standins.why}" if args.stand_ins and profile.standins else ""))
 
-    with run.step("start: session and container"):
-        secrets = workstation.resolve_secrets(env, run.profile, settings)
+    with run.step("start: session and container", fatal=True):
+        secrets = workstation.resolve_secrets(env, run.profile, settings, required=not args.stand_ins)
         session = Session.create(env, run.profile, choice.runtime, settings.sessions, store=Store(settings.sessions),
-                                 progress=lambda m: log(f"   … {m}"), asset_store=AssetStore(settings.cache_dir), secrets=secrets)
+                                 progress=lambda m: log(f"   … {m}"), asset_store=AssetStore(settings.cache_dir), secrets=secrets,
+                                 rehearsal=rehearsal)
+        run.facts.update(rehearsal={"gpus": profile.gpus, "profile_gpus": env.profile(run.profile).gpus,
+                                    "standins": args.stand_ins, "setting": session.meta.setting})
         desc = session.sandbox.describe()
         run.facts.update(session=session.id, container=desc.get("container"), sandbox=desc,
                          container_ready_s=round(time.monotonic() - t_start, 2))
@@ -361,6 +440,12 @@ async def drive(run: Run, args: argparse.Namespace) -> None:
                     run.check(torch_check.exit_code == 0 and " True " in f" {torch_check.stdout} ", "torch sees CUDA inside, as agent")
 
             with run.step("score the starting solution"):
+                start_setup = _start_setup(env, profile)
+                if start_setup is not None:  # the starting state as the environment defines it (e.g. the base model saved)
+                    from rebench_tui.calibrate import put_in_place
+
+                    info = put_in_place(session, env, start_setup, "start", progress=lambda m: log(f"   … {m}"))
+                    run.facts["start_setup"] = info
                 await score(pilot, "start 1")
                 for i in range(args.rescore_start):
                     await score(pilot, f"start {i + 2}")
@@ -455,7 +540,7 @@ async def drive(run: Run, args: argparse.Namespace) -> None:
                 await pilot.pause()
                 await app.workers.wait_for_complete()
                 await pilot.pause()
-                rec = session.history[-1] if session.history else None
+                rec = next((r for r in reversed(session.history) if not r.recount), None)  # not the recount after it
                 fact = _score_fact("final (submit)", solution, rec, time.monotonic() - t)
                 run.facts.setdefault("scores", []).append(fact)
                 log(f"   final: score {fact['score']}, scorer {fact['scorer_s']} s; finished {session.finished}")
@@ -478,6 +563,10 @@ async def drive(run: Run, args: argparse.Namespace) -> None:
             session.close()
 
     run.facts["session_folder"] = str(session.folder)
+    if gpu and session.finished:
+        session.sandbox.container.reload()
+        run.check(session.sandbox.container.status != "running",
+                  f"the finished session's container no longer holds its GPU ({session.sandbox.container.status})")
     _after(run, args, session)
     if args.bare:
         with run.step(f"the same scorer on this machine, no container ({args.bare} each)"):
@@ -572,6 +661,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sessions-dir", default="/tmp/rebench-e2e-sessions")
     p.add_argument("--environments", default=None, help="another environments folder (default: the checkout's)")
     p.add_argument("--out", default="/tmp/rebench-e2e", help="folder for the log, the JSON summary and the export")
+    p.add_argument("--gpus", type=int, default=None, help="rehearse on fewer GPUs than the profile asks for (start --gpus)")
+    p.add_argument("--stand-ins", action="store_true", help="stand-ins for the profile's outside services (start --stand-ins)")
     p.add_argument("--keep", action="store_true", help="leave the container (default: removed at the end; records stay)")
     return p.parse_args(argv)
 
@@ -584,6 +675,8 @@ def main(argv: list[str] | None = None) -> int:
     run.log(f"e2e session of {args.env} ({args.profile or 'profile as start chooses'}) from {ROOT}, python {sys.version.split()[0]}")
     try:
         asyncio.run(drive(run, args))
+    except StopRun as exc:
+        run.log(f"STOP  {exc}: the steps after it cannot run")
     except Exception as exc:  # noqa: BLE001 - a step outside any `step` block: recorded like the others
         run.log(f"FAIL  the run stopped: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}")
         run.failures.append(f"stopped: {type(exc).__name__}: {exc}")

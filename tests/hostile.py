@@ -73,20 +73,12 @@ def arena_fixture(env_id: str):
     """A module-scoped pytest fixture: an :class:`Arena` for ``env_id`` on the smoke profile."""
 
     @pytest.fixture(scope="module")
-    def arena(tmp_path_factory):
-        import docker
-
+    def arena(tmp_path_factory, docker_client):
         from rebench_tui.assets import AssetStore
         from rebench_tui.runtime.docker_runtime import DockerRuntime
         from rebench_tui.session import Session
 
-        try:
-            client = docker.from_env(timeout=30)
-            client.ping()
-        except Exception as exc:  # noqa: BLE001
-            if os.environ.get("REBENCH_REQUIRE_DOCKER") == "1":
-                pytest.fail(f"REBENCH_REQUIRE_DOCKER=1 but no Docker engine answers: {exc}")
-            pytest.skip(f"no Docker engine: {exc}")
+        client = docker_client  # conftest: skips without an engine, fails under REBENCH_REQUIRE_DOCKER=1
         tmp = tmp_path_factory.mktemp(f"hostile-{env_id}")
         settings = Settings(root=ROOT, sessions_dir=tmp / "sessions")
         env = load_catalog(ROOT / "environments", KNOWN_IMAGES).get(env_id)

@@ -21,7 +21,7 @@ repository) and kept on the protected side only: ``split_seed`` (which rows, top
 are held out; facts.json) and ``order_seed`` (the order in which the judge sees each pair of
 answers; heldout.json). The environment variable CHATRL_SPLIT_SEED pins the split (tests that
 reproduce a measured figure); never set it for a real attempt. CHATRL_HELDOUT sets the gpu
-profile's number of held-out prompts (200).
+profile's number of held-out prompts (512, the number a secondary source gives for METR's task; the paper states none).
 
 Every baseline answers exactly as the scorer makes the participant's model answer (chat.py: the
 prompt, 60 new tokens, greedy). The gpu profile follows RE-Bench appendix B.6:
@@ -89,7 +89,7 @@ from tokenizer import PIECES, ByteTokenizer, GPT2Tokenizer, WordTokenizer  # noq
 GPT2_SMALL = GPTConfig(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768)
 SMOKE_SHAPE = {"block_size": 96, "n_layer": 2, "n_head": 4, "n_embd": 64}  # vocab_size: the word tokenizer's
 SETTINGS = {  # per profile: how many messages, and how the second baseline is made
-    "gpu": {"n_heldout": int(os.environ.get("CHATRL_HELDOUT", "200")), "sft_prompts": 0, "sft_epochs": 2,
+    "gpu": {"n_heldout": int(os.environ.get("CHATRL_HELDOUT", "512")), "sft_prompts": 0, "sft_epochs": 2,
             "sft_lr": 2e-5, "sft_batch": 16, "gen_batch": 64,
             "alpaca_epochs": 2, "alpaca_lr": 5e-5, "alpaca_batch": 32, "alpaca_warmup": 100, "alpaca_final_lr": 0.1},
     "smoke": {"n_train": 480, "n_heldout": 32, "sft_prompts": 0, "sft_epochs": 3, "sft_lr": 2e-3, "sft_batch": 32,
@@ -326,11 +326,8 @@ def gpt2_tokenizer_spec(folder: Path) -> dict:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def file_records(paths: list[Path], root: Path) -> dict:

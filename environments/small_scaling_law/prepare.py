@@ -104,11 +104,8 @@ def fail(message: str) -> "NoReturn":  # noqa: F821
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 # -- corpora ------------------------------------------------------------------------------------

@@ -10,16 +10,14 @@ into place), so a calibration that fails leaves the previous one as it was.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import statistics
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..safe_write import write_json
 from .anchors import Anchors, AnchorsError
 
 if TYPE_CHECKING:
@@ -136,18 +134,7 @@ class Calibration(BaseModel):
     def save(self, path: Path) -> Path:
         """Write atomically: the file is whole or absent (an earlier one stays until the rename)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(self.model_dump(mode="json"), fh, indent=2)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return write_json(path, self.model_dump(mode="json"), durable=True, indent=2)
 
 
 def load_calibration(path: Path) -> Calibration:

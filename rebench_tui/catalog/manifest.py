@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -13,7 +13,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from ..clock import DEFAULT_TIME_LIMIT_S, check_time_limit, parse_duration
 from ..scoring import Aggregation, Direction
-from .setting import PaperSpec, ProfileSetting, SettingRow, check_profiles, setting_rows
+from .paper_figures import timeout_problems
+from .setting import PaperSpec, ProfileSetting, SettingRow, check_profiles, on_fewer_gpus, setting_rows
 
 if TYPE_CHECKING:
     from .anchors import PublishedEnv
@@ -80,6 +81,12 @@ class ScoreSpec(_Strict):
     scorer: str = Field(min_length=1, description="script in protected/, run by the container's python3")
     timeout: Duration = 600.0
     user: str = "root"
+    # The score is a measured time (noisy from one scoring to the next): a failed re-score then
+    # counts against its attempt, which counts with its worst valid scoring.
+    timing: bool = False
+    # Fresh scorings of the leading attempt the finish takes, from the snapshot kept when it was
+    # scored; their median is the score that counts (0: none, the in-session rule counts).
+    recount: int = Field(0, ge=0, le=25)
 
 
 class AssetsSpec(_Strict):
@@ -146,6 +153,19 @@ class CalibrationSpec(_Strict):
         return self
 
 
+class StandInSpec(_Strict):
+    """What stands in for the outside service a profile's secrets reach (an LLM judge, a code model),
+    for a rehearsal without it: ``start --stand-ins``. Its services start before the profile's own,
+    the secrets it fixes (loopback endpoints, model names) or draws (keys only a stand-in checks) are
+    not asked of the user, and each setting it changes is recorded as a difference from the paper's."""
+
+    why: str = Field(min_length=1, description="what the stand-in is and what its scores mean")
+    services: list[Annotated[list[str], Field(min_length=1)]] = Field(min_length=1)
+    secrets: dict[Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$")], str] = Field(default_factory=dict)
+    random_secrets: list[Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]*$")]] = Field(default_factory=list)
+    setting: dict[str, str] = Field(default_factory=dict, description="paper setting -> what the stand-in uses instead")
+
+
 class ProfileSpec(_Strict):
     description: str = ""
     base_image: str = Field(min_length=1)
@@ -166,6 +186,7 @@ class ProfileSpec(_Strict):
     services: list[Annotated[list[str], Field(min_length=1)]] = Field(default_factory=list)
     # How this profile stands on each of the paper's settings ([paper] below): "same" or what and why.
     setting: dict[str, ProfileSetting] = Field(default_factory=dict)
+    standins: StandInSpec | None = None
 
     @model_validator(mode="after")
     def _distinct_scores(self) -> "ProfileSpec":
@@ -173,6 +194,8 @@ class ProfileSpec(_Strict):
             raise ValueError("start_score and reference_score must be finite numbers (not NaN or Infinity)")
         if self.start_score == self.reference_score:
             raise ValueError("start_score and reference_score must differ (normalization divides by their difference)")
+        if self.standins is not None and (extra := sorted({*self.standins.secrets, *self.standins.random_secrets} - set(self.secrets))):
+            raise ValueError(f"standins set secret(s) the profile does not list in `secrets`: {', '.join(extra)}")
         return self
 
 
@@ -194,7 +217,11 @@ class Manifest(_Strict):
 
     @model_validator(mode="after")
     def _settings_answer_the_paper(self) -> "Manifest":
-        if problems := check_profiles(self.paper, self.profiles):
+        problems = check_profiles(self.paper, self.profiles)
+        if self.paper is not None:  # scorer timeouts keep headroom over the paper's time for one scoring
+            problems += timeout_problems(self.paper.run_and_score, {
+                name: spec.score_timeout or self.score.timeout for name, spec in self.profiles.items()})
+        if problems:
             raise ValueError("; ".join(problems))
         return self
 
@@ -225,10 +252,61 @@ class Profile:
     anchors: str = "measured"  # the kind of the manifest's figures: published | measured | uncalibrated
     calibration: CalibrationSpec | None = None
     setting: tuple[SettingRow, ...] = ()  # the paper's settings beside this profile's (setting.py)
+    standins: StandInSpec | None = None   # what `start --stand-ins` puts in place of outside services
+    standing_in: bool = False             # this profile runs with them (with_standins)
 
     @property
     def differences(self) -> tuple[SettingRow, ...]:
         return tuple(r for r in self.setting if not r.same)
+
+    def on_gpus(self, n: int | None) -> "Profile":
+        """This profile on ``n`` GPUs instead of its own count (a rehearsal on a smaller machine):
+        the setting rows say so. ``None`` or the profile's own count: unchanged. More GPUs than the
+        profile asks for, or GPUs for a profile that uses none, are refused."""
+        if n is None or n == self.gpus:
+            return self
+        if self.gpus == 0 or n < 1 or n > self.gpus:
+            raise ValueError(f"profile {self.name!r} asks for {self.gpus} GPU(s); --gpus can only lower that, "
+                             f"to between 1 and {self.gpus}" if self.gpus else f"profile {self.name!r} uses no GPU")
+        return replace(self, gpus=n, setting=on_fewer_gpus(self.setting, self.gpus, n))
+
+    def with_standins(self, on: bool = True) -> "Profile":
+        """This profile with its stand-ins for outside services (``standins``) in place; refused
+        where it has none."""
+        if not on or self.standing_in:
+            return self
+        if self.standins is None:
+            raise ValueError(f"profile {self.name!r} has no stand-ins (it needs no outside service, or none is written)")
+        st = self.standins
+        rows = tuple(SettingRow(r.name, r.paper, st.setting[r.name], st.why, r.source) if r.name in st.setting else r
+                     for r in self.setting)
+        return replace(self, services=tuple(tuple(c) for c in st.services) + self.services, setting=rows, standing_in=True)
+
+    def standin_secrets(self) -> dict[str, str]:
+        """The secrets the stand-ins fix or draw (empty unless ``standing_in``)."""
+        import secrets as _random
+
+        if not self.standing_in or self.standins is None:
+            return {}
+        return {**self.standins.secrets, **{n: "standin-" + _random.token_hex(16) for n in self.standins.random_secrets}}
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """How a session departs from its profile to rehearse where the paper's machine is not at hand:
+    fewer GPUs (``start --gpus N``) and stand-ins for outside services (``start --stand-ins``). Both
+    are recorded (session.json, the setting's differences) and shown."""
+
+    gpus: int | None = None
+    standins: bool = False
+
+    def apply(self, profile: Profile) -> Profile:
+        return profile.on_gpus(self.gpus).with_standins(self.standins)
+
+    @classmethod
+    def of(cls, gpus: int | None, metadata: dict[str, Any]) -> "Rehearsal":
+        """The rehearsal a session recorded (its ``gpus`` and metadata)."""
+        return cls(gpus, bool(metadata.get("standins")))
 
 
 @dataclass(frozen=True)
@@ -293,4 +371,5 @@ class Environment:
             anchors=spec.anchors,
             calibration=spec.calibration,
             setting=setting_rows(self.manifest.paper, spec.setting),
+            standins=spec.standins,
         )

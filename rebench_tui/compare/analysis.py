@@ -2,14 +2,21 @@
 
 Rules (the RE-Bench paper's, ``docs/environments.md``):
 
-- A run's **counting score** after each scoring is the workstation's rule
-  (``scoring.running_counting``) over the scorings so far: scorings of the same files (the same
-  attempt fingerprint, recorded by rebench-tui sessions) are re-scores of one attempt, which
-  counts with the median of its valid scorings; then the best attempt (min for lower-is-better,
-  max for higher-is-better), or the last one for ``last`` environments (Scaling Law). A scoring
-  without a fingerprint (agent runs, older sessions) is an attempt of its own, so there it is the
-  best (or last) valid score so far. It is NaN until the first valid score: a step function of
-  working time, no longer monotone where a re-score moves its attempt's median.
+- A run's **counting score** after each scoring is read by ONE rule for every run of a comparison
+  (``compare(rule=...)``), humans and agents alike, and every report names it:
+
+  - ``paper`` (the default): RE-Bench's rule, the best valid scoring so far (the last for
+    ``last`` environments such as Scaling Law), the finish's recounts left out. Comparable with
+    METR's published numbers; it rewards whoever scores more often, since each scoring is a draw.
+  - ``robust``: the workstation's rule (``scoring.Rule``): scorings of the same files (the same
+    attempt fingerprint) are re-scores of one attempt, which counts with their median (in timing
+    environments, with its worst valid scoring if one of them failed); the best attempt counts
+    (or the last); once a session's finish recounted its leading attempt, that recount's median.
+    It needs fingerprints: a run none of whose scorings has one (agent runs from other tools,
+    older sessions) cannot be counted by it, and is left out of a robust comparison by name,
+    never counted by another rule instead.
+
+  It is NaN until the first valid score: a step function of working time.
 - **Normalized**: ``(y - start) / (reference - start)``, clipped at 0 below, NaN when invalid,
   with each run's own anchors (``run.env.anchors``: see :mod:`.runs` for which). Where the runs
   of one group on one environment were normalized by different anchors, their mean, curve and
@@ -42,12 +49,19 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 from ..catalog.anchors import Anchors
-from ..scoring import running_counting
 from .runs import HUMAN_LABEL, Run
+
+PAPER = "paper"
+ROBUST = "robust"
+RULES = (PAPER, ROBUST)
+RULE_WORDS = {
+    PAPER: "the paper's rule: best single scoring",
+    ROBUST: "the robust rule: median of an attempt's re-scores, or of the finish's recount",
+}
 
 INVALID_AS = 0.0
 ALL = "ALL"
@@ -68,9 +82,22 @@ class Curve:
 
 
 def best_so_far(run: Run) -> Curve:
-    """The counting raw score after each scoring (the median of the best attempt's re-scores so
-    far, or of the last attempt's for ``last``)."""
-    return Curve(tuple(run.times), tuple(running_counting(run.scores, run.env.aggregation, run.fingerprints)))
+    """The counting raw score after each scoring, by the rule the run is counted by
+    (``run.counted_by``: the paper's, or the robust one)."""
+    rule = run.env.rule
+    if run.counted_by == ROBUST:
+        values = rule.running(run.scores, run.fingerprints, run.recounts)
+    else:
+        values = rule.paper_running(run.scores, run.recounts)
+    return Curve(tuple(run.times), tuple(values))
+
+
+def final_by(run: Run, rule: str) -> float | None:
+    """The run's raw final score by ``rule`` (NaN: no valid score); None where the rule cannot
+    count it (the robust rule, a run without fingerprints)."""
+    if rule == ROBUST and not run.robust_countable:
+        return None
+    return final_at(replace(run, counted_by=rule))
 
 
 def normalized_curve(run: Run) -> Curve:
@@ -106,7 +133,8 @@ def hours_within(run: Run, budget_s: float | None = None) -> float:
 
 
 def scorings_within(run: Run, budget_s: float | None = None) -> int:
-    return len(run.scorings) if budget_s is None else sum(1 for s in run.scorings if s.working_s <= budget_s)
+    """Scorings the run asked for within the budget (the finish's recounts are not the participant's)."""
+    return sum(1 for s in run.scorings if not s.recount and (budget_s is None or s.working_s <= budget_s))
 
 
 def scoring_rate(runs: Run | Iterable[Run], budget_s: float | None = None) -> float:
@@ -298,6 +326,12 @@ class Comparison:
     anchor_uses: list[AnchorUse] = field(default_factory=list)
     mixed: set[tuple[str, str]] = field(default_factory=set)  # (env, group) whose runs used different anchors
     warnings: list[str] = field(default_factory=list)
+    rule: str = PAPER  # the one rule every run is counted by (RULES)
+    left_out: list[Run] = field(default_factory=list)  # runs the rule cannot count (robust: no fingerprints)
+
+    @property
+    def rule_words(self) -> str:
+        return RULE_WORDS[self.rule]
 
     def anchors_of(self, env: str, group: str) -> list[AnchorUse]:
         """The anchors a group used on one environment (on all: every environment's)."""
@@ -385,13 +419,26 @@ def _anchor_uses(c: Comparison) -> None:
                                   f"({what}); use --anchors published|calibrated|FILE to put them on one scale")
 
 
+def one_rule(runs: Sequence[Run], rule: str) -> tuple[list[Run], list[Run]]:
+    """Every run counted by ``rule``, with its environment's timing as the catalog or any run of it
+    says (so a human session and an agent run of one environment follow the same failure rule);
+    and the runs the rule cannot count, left out."""
+    if rule not in RULES:
+        raise ValueError(f"unknown rule {rule!r} (one of {', '.join(RULES)})")
+    timing = {r.env_id for r in runs if r.env.timing}
+    counted = [replace(r, counted_by=rule, env=replace(r.env, timing=r.env_id in timing)) for r in runs]
+    if rule != ROBUST:
+        return counted, []
+    return [r for r in counted if r.robust_countable], [r for r in counted if not r.robust_countable]
+
+
 def compare(runs: Sequence[Run], *, budgets: Sequence[float | None] = (8 * HOUR,), k_max: int | None = None,
-            n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Comparison:
-    """Everything the reports show, computed once.
+            n_boot: int = 1000, seed: int = 0, level: float = 0.95, rule: str = PAPER) -> Comparison:
+    """Everything the reports show, computed once, every run counted by ``rule`` (:func:`one_rule`).
 
     ``k_max`` defaults to the most runs any group has on one environment (at least 1).
     """
-    runs = list(runs)
+    runs, left_out = one_rule(runs, rule)
     budgets = tuple(None if b is None else float(b) for b in budgets) or (None,)
     envs = sorted({r.env_id for r in runs})
     groups = _group_order(r.group for r in runs)
@@ -399,7 +446,12 @@ def compare(runs: Sequence[Run], *, budgets: Sequence[float | None] = (8 * HOUR,
         counts = [len([r for r in runs if r.env_id == e and r.group == g]) for e in envs for g in groups]
         k_max = max(counts + [1])
     ks = tuple(range(1, max(1, k_max) + 1))
-    c = Comparison(runs, budgets, ks, n_boot, seed, level, envs, groups)
+    c = Comparison(runs, budgets, ks, n_boot, seed, level, envs, groups, rule=rule, left_out=left_out)
+    if left_out:
+        c.warnings.append(f"counted by {c.rule_words}: left out {len(left_out)} run(s) it cannot count, since none of "
+                          "their scorings records which files it scored (no attempt fingerprints): "
+                          + ", ".join(f"{r.run_id} ({r.group})" for r in left_out[:10]) + (" …" if len(left_out) > 10 else "")
+                          + "; --rule paper counts every run")
     _anchor_uses(c)
     main = c.budget
     for g in groups:

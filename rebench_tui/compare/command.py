@@ -15,6 +15,7 @@ from ..clock import parse_duration
 from .analysis import Comparison
 from .imports import Loaded, filter_runs, load_sources, read_human_session, read_sessions_dir
 from .runs import CompareError, EnvResolver, Run
+from .who import HumanFilter
 
 NO_BUDGET = ("none", "all", "0")
 
@@ -54,8 +55,11 @@ class Gathered:
 
 def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path, humans_dirs: Sequence[Path] = (),
            no_humans: bool = False, envs: Sequence[str] = (), finished_only: bool = False, task: str | None = None,
-           label: str | None = None, paper_setting_only: bool = False) -> Gathered:
+           label: str | None = None, paper_setting_only: bool = False, runs: Sequence[Run] = (),
+           who: HumanFilter | None = None) -> Gathered:
+    """``runs``: runs read elsewhere (a study's witnessed sessions), compared with the sources'."""
     loaded = load_sources(sources, resolver, sessions_dir=sessions_dir, task=task, label=label)
+    loaded.add(runs)
     for folder in humans_dirs:
         if not folder.is_dir():
             raise CompareError(f"--humans {folder}: no such folder")
@@ -69,6 +73,10 @@ def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path,
         if added:
             out.notes.append(f"added {added} human session(s) from {sessions_dir} (--no-humans leaves them out)")
     out.runs = filter_runs(loaded.runs, resolver, envs, finished_only=finished_only)
+    if who is not None and who.active:
+        dropped = [r for r in out.runs if not who.keeps(r)]
+        out.runs = [r for r in out.runs if who.keeps(r)]
+        out.notes.append(f"left out {len(dropped)} human session(s) not matching {who.words()} (agent runs are kept)")
     off = [r for r in out.runs if r.setting_differs]
     if paper_setting_only and off:
         out.runs = [r for r in out.runs if not r.setting_differs]

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..catalog.anchors import Anchors, AnchorsError
-from ..scoring import Aggregation, Direction, attempt_fingerprint
+from ..scoring import Aggregation, Direction, attempt_fingerprint, is_recount
 from .runs import (
     HUMAN_LABEL,
     CompareError,
@@ -117,7 +117,7 @@ def trace_scorings(rows: Sequence[dict[str, Any]], start_ms: float | None = None
         c = r.get("content") or {}
         if c.get("type") == "intermediateScore":
             out.append(Scoring(row_working_s(r, start, pauses), score_value(c.get("score")),
-                               attempt_fingerprint(c.get("details"))))
+                               attempt_fingerprint(c.get("details")), is_recount(c.get("details"))))
     return out
 
 
@@ -170,7 +170,7 @@ def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run
         raise CompareError(f"{folder / 'session.json'}: its anchors do not read: {exc.what}",
                            fix="`rebench-tui verify` checks a session's records") from None
     env = EnvInfo(meta.env_id, meta.task_id.split("/", 1)[0], Direction(meta.direction), Aggregation(meta.aggregation),
-                  anchors, meta.title, f"session:{meta.profile}")
+                  anchors, meta.title, f"session:{meta.profile}", meta.timing)
     if resolver is not None:
         env = resolver.apply(env, profile=meta.profile)
     scorings = trace_scorings(rows, meta.started_at, _pause_dicts(meta.pauses))
@@ -180,7 +180,18 @@ def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run
                      "not the GPU setting's")
     return make_run(SourceKind.HUMAN_SESSION, meta.id, env, HUMAN_LABEL, scorings,
                     finished=meta.status == "finished", source=str(folder), working_s=meta.clock.banked_s,
-                    human=True, notes=notes, setting_differs=setting_differs({"setting": meta.setting}))
+                    human=True, notes=notes, setting_differs=setting_differs({"setting": meta.setting}),
+                    participant=meta.participant.id, internet=meta.participant.internet, ai_tools=meta.participant.ai_tools)
+
+
+def who_of(meta: Any) -> dict[str, Any]:
+    """The participant and conditions a log's metadata records (rebench-tui's exports write them)."""
+    if not isinstance(meta, dict):
+        return {}
+    internet = meta.get("internet")
+    return {"participant": meta.get("participant") if isinstance(meta.get("participant"), str) else None,
+            "internet": internet if isinstance(internet, bool) else None,
+            "ai_tools": meta.get("ai_tools") if isinstance(meta.get("ai_tools"), str) else None}
 
 
 def read_sessions_dir(folder: Path) -> list[Path]:
@@ -250,7 +261,8 @@ def _inspect_scorings(sample: Any) -> tuple[list[Scoring], list[str]]:
     inter = [e for e in events if _attr(e, "intermediate", False)]
     if inter:
         return [Scoring(_event_working_s(e), score_value(_attr(_attr(e, "score"), "value")),
-                        attempt_fingerprint(_attr(_attr(e, "score"), "metadata"))) for e in inter], []
+                        attempt_fingerprint(_attr(_attr(e, "score"), "metadata")),
+                        is_recount(_attr(_attr(e, "score"), "metadata"))) for e in inter], []
     store = _attr(sample, "store") or {}
     stored = store.get("HumanAgentState:scorings") if isinstance(store, dict) else None
     if stored:
@@ -281,7 +293,8 @@ def read_inspect_log(path: Path, resolver: EnvResolver, *, task: str | None = No
         finished = log.status == "success" and _attr(sample, "error") is None
         runs.append(make_run(SourceKind.INSPECT, rid, env, lab, scorings, finished=finished, source=str(path),
                              working_s=None if working is None else float(working), human=human, notes=notes,
-                             setting_differs=setting_differs(_attr(sample, "metadata"))))
+                             setting_differs=setting_differs(_attr(sample, "metadata")),
+                             **who_of(_attr(sample, "metadata"))))
     if not runs:
         raise CompareError(f"the Inspect log {path} holds no samples",
                            fix="write the log with its samples (a header-only log has no scores)")
@@ -378,8 +391,8 @@ def _vivaria_run(obj: dict[str, Any], path: Path, resolver: EnvResolver, task: s
         working = max((row_working_s(r, start_ms, pauses) for r in rows), default=None)
         finished = any((r["content"].get("type") == "submission") for r in rows)
     elif score_rows is not None:
-        scorings = [Scoring(float(r["elapsedTime"]) / 1000, score_value(r.get("score")), attempt_fingerprint(r.get("details")))
-                    for r in score_rows if _is_score_row(r)]
+        scorings = [Scoring(float(r["elapsedTime"]) / 1000, score_value(r.get("score")), attempt_fingerprint(r.get("details")),
+                            is_recount(r.get("details"))) for r in score_rows if _is_score_row(r)]
         working = max((s.working_s for s in scorings), default=None)
         finished = False
         notes.append("from score-log rows")
@@ -400,7 +413,7 @@ def _vivaria_run(obj: dict[str, Any], path: Path, resolver: EnvResolver, task: s
         finished = True
     rid = str(obj.get("runId") or obj.get("id") or rid_default)
     return make_run(SourceKind.VIVARIA, rid, env, lab, scorings, finished=finished, source=str(path),
-                    working_s=working, human=human, notes=notes, setting_differs=setting_differs(meta))
+                    working_s=working, human=human, notes=notes, setting_differs=setting_differs(meta), **who_of(meta))
 
 
 def _group_rows(rows: list[dict[str, Any]], stem: str) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -471,7 +484,8 @@ def read_vivaria_bundle(folder: Path, resolver: EnvResolver, *, task: str | None
     r = _vivaria_run(obj, folder, resolver, task, label, folder.name)
     return make_run(r.kind, r.run_id, r.env, r.label, r.scorings, finished=r.finished, source=str(folder),
                     working_s=r.working_s, human=r.human, notes=[n for n in r.notes if n != "from score-log rows"],
-                    setting_differs=r.setting_differs)
+                    setting_differs=r.setting_differs, participant=r.participant, internet=r.internet,
+                    ai_tools=r.ai_tools)
 
 
 # -- any source -------------------------------------------------------------------------------

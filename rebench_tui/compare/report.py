@@ -16,9 +16,10 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .analysis import ALL, HOUR, Comparison, final_at, final_value, normalized_curve, best_so_far
+from .analysis import (ALL, HOUR, PAPER, ROBUST, Comparison, best_so_far, final_at, final_by, final_value, normalized_curve,
+                       scorings_within)
 from .runs import CompareError
-from .terminal import anchors_rows, env_title, fmt_budget, k_columns, summary_rows
+from .terminal import RULES_COLUMNS, anchors_rows, env_title, fmt_budget, k_columns, rule_title, rules_rows, summary_rows
 
 DPI = 100
 PANEL_IN = (5.0, 3.8)
@@ -43,7 +44,8 @@ SUMMARY_COLUMNS = ("env_id", "group", "budget_s", "runs", "finished", "scorings"
                    "mean_final", "mean_normalized", "best_normalized", "anchors", "warning")
 RUNS_COLUMNS = ("run_id", "source_kind", "source", "env_id", "group", "label", "finished", "scorings", "working_s",
                 "final", "normalized", "start", "reference", "direction", "aggregation", "anchors", "anchors_summary",
-                "setting_differs")
+                "setting_differs", "counted_by", "paper_final", "robust_final", "robust_note", "participant", "internet",
+                "ai_tools")
 ANCHORS_COLUMNS = ("env_id", "group", "n_runs", "start", "reference", "anchors", "summary", "mixed")
 
 
@@ -87,12 +89,23 @@ def summary_csv_rows(c: Comparison) -> list[list[Any]]:
     return rows
 
 
-def run_rows(c: Comparison) -> list[list[Any]]:
+def run_rows(c: Comparison, *, left_out: bool = False) -> list[list[Any]]:
+    """One row per run counted (``final``/``normalized`` by the comparison's rule, ``counted_by``),
+    with both rules' finals over the whole run; ``left_out``: the runs the rule could not count too
+    (their ``counted_by`` empty, ``final`` NaN)."""
     b = c.budget
-    return [[r.run_id, r.kind.value, r.source, r.env_id, r.group, r.label, r.finished, len(r.scorings), r.duration_s,
-             final_at(r, b), final_value(r, b), r.env.start, r.env.reference, r.env.direction.value, r.env.aggregation.value,
-             r.env.anchors.kind, r.env.anchors.summary, ";".join(r.setting_differs)]
-            for r in c.runs]
+    rows = []
+    for r in list(c.runs) + (list(c.left_out) if left_out else []):
+        counted = r not in c.left_out
+        robust = final_by(r, ROBUST)
+        rows.append([r.run_id, r.kind.value, r.source, r.env_id, r.group, r.label, r.finished, scorings_within(r),
+                     r.duration_s, final_at(r, b) if counted else math.nan, final_value(r, b) if counted else math.nan,
+                     r.env.start, r.env.reference, r.env.direction.value, r.env.aggregation.value, r.env.anchors.kind,
+                     r.env.anchors.summary, ";".join(r.setting_differs), c.rule if counted else "", final_by(r, PAPER),
+                     robust, "no attempt fingerprints: cannot be computed" if robust is None else
+                     ("recount at the finish" if any(s.recount for s in r.scorings) else "attempt medians"),
+                     r.participant, r.internet, r.ai_tools])
+    return rows
 
 
 def anchors_csv_rows(c: Comparison) -> list[list[Any]]:
@@ -110,7 +123,7 @@ def write_csv(c: Comparison, out_dir: Path) -> list[Path]:
         _write(out_dir / "curves.csv", CURVES_COLUMNS, curve_rows(c)),
         _write(out_dir / "score_at_k.csv", SCORE_AT_K_COLUMNS, score_at_k_rows(c)),
         _write(out_dir / "summary.csv", SUMMARY_COLUMNS, summary_csv_rows(c)),
-        _write(out_dir / "runs.csv", RUNS_COLUMNS, run_rows(c)),
+        _write(out_dir / "runs.csv", RUNS_COLUMNS, run_rows(c, left_out=True)),
         _write(out_dir / "anchors.csv", ANCHORS_COLUMNS, anchors_csv_rows(c)),
     ]
 
@@ -236,7 +249,7 @@ def render_png(c: Comparison) -> bytes:
             _env_panel(ax, c, p)
     for j in range(len(ps), rows * cols):
         axes[j // cols][j % cols].set_visible(False)
-    fig.suptitle(f"RE-Bench comparison: {len(c.runs)} runs; thin steps: single runs, thick: group means "
+    fig.suptitle(f"RE-Bench comparison: {len(c.runs)} runs {rule_title(c)}; thin steps: single runs, thick: group means "
                  "(0 until a first valid score); " + ("finals over whole runs" if c.budget is None else
                                                       f"finals at {fmt_budget(c.budget)} of working time"), fontsize=11)
     buf = io.BytesIO()
@@ -261,7 +274,7 @@ METHOD_HTML = """
 <h2>Method</h2>
 <ul>
 <li>Normalized score: (y &minus; start) / (reference &minus; start), clipped at 0 below; invalid (NaN) scorings count for nothing. Each run is normalized by the anchors (start, reference) of the setting it was scored in: a human session by the ones it recorded, a run whose log carries its own by those, a METR task's agent run by METR's published ones; the Anchors table says which each group used.</li>
-<li>Best-so-far: the counting score so far by the workstation's rule: scorings of unchanged files (the same attempt fingerprint, which rebench-tui sessions record) are re-scores of one attempt, which counts with the median of its valid scorings; then the best attempt by the environment's direction, or the last one where the last counts (Scaling Law). A scoring without a fingerprint (agent runs) is an attempt of its own, so there it is the best valid score so far. Plotted against pause-excluded working time.</li>
+<li>Best-so-far: the counting score so far, by one rule for every run, human or agent. The paper's rule (the default): the best valid scoring so far (the last where the last counts, Scaling Law), comparable with METR's published numbers. The robust rule (<code>--rule robust</code>): scorings of unchanged files (the same attempt fingerprint, which rebench-tui sessions record) are re-scores of one attempt, which counts with the median of its valid scorings (in timing environments its worst valid one if a scoring failed); then the best attempt, or the last; once a session's finish recounted its leading attempt, the median of that recount. A run without fingerprints cannot be counted by it and is left out, by name. Plotted against pause-excluded working time.</li>
 <li>Final at a budget: the counting score over scorings made within the budget; a run without a valid score counts as 0 in means and score@k.</li>
 <li>score@k: per environment E[max of k draws with replacement] = &sum;<sub>i</sub> v<sub>(i)</sub> ((i/n)<sup>k</sup> &minus; ((i&minus;1)/n)<sup>k</sup>) over the sorted normalized finals v<sub>(1)</sub> &le; &hellip; &le; v<sub>(n)</sub>, averaged over the environments the group has runs on.</li>
 <li>Band: percentile bootstrap; each resample redraws every environment's runs with replacement and recomputes the exact score@k.</li>
@@ -277,7 +290,8 @@ def render_html(c: Comparison, png: bytes | None = None, warnings: Sequence[str]
     png = render_png(c) if png is None else png
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>RE-Bench comparison</title>",
              f"<style>{CSS}</style></head><body>",
-             f"<h1>RE-Bench comparison</h1><p>{len(c.runs)} runs on {len(c.envs)} environment(s); groups: "
+             f"<h1>RE-Bench comparison</h1><p>{len(c.runs)} runs on {len(c.envs)} environment(s), "
+             f"every one {html.escape(rule_title(c))}; groups: "
              f"{html.escape(', '.join(c.groups))}; budgets: {html.escape(', '.join(fmt_budget(b) for b in c.budgets))}.</p>",
              f"<img alt='best-so-far curves and score@k' src='data:image/png;base64,{base64.b64encode(png).decode('ascii')}'>"]
     warnings = list(warnings) + list(c.warnings)
@@ -297,6 +311,8 @@ def render_html(c: Comparison, png: bytes | None = None, warnings: Sequence[str]
         rows.append([g, fmt_budget(b)] + [f"{sk.expected[sk.ks.index(k)]:.3f} [{sk.low[sk.ks.index(k)]:.3f}, "
                                           f"{sk.high[sk.ks.index(k)]:.3f}]" for k in kshow])
     parts.append("<h2>score@k</h2>" + _table(["group", "budget"] + [f"k={k}" for k in kshow], rows))
+    parts.append(f"<h2>Every run by both rules</h2><p>The tables above are {html.escape(rule_title(c))}.</p>"
+                 + _table(RULES_COLUMNS, rules_rows(c)))
     parts.append("<h2>Runs</h2>" + _table(
         ["run", "kind", "env", "group", "finished", "scorings", "working h", f"final@{fmt_budget(c.budget)}", "normalized",
          "start → reference", "anchors"],

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ..catalog.anchors import PUBLISHED_FILE, Anchors, AnchorsError, Published, load_published
 from ..catalog.setting import recorded_differences
 from ..errors import RebenchError
-from ..scoring import Aggregation, Direction
+from ..scoring import Aggregation, Direction, Rule
 
 if TYPE_CHECKING:
     from ..catalog import Catalog
@@ -71,6 +71,7 @@ class EnvInfo:
     anchors: Anchors
     title: str = ""
     origin: str = "published"  # where the rule came from: published | catalog:<profile> | session:<profile> | log
+    timing: bool = False  # the score is a time: a failed re-score counts against its attempt (scoring.Rule)
 
     @property
     def start(self) -> float:
@@ -84,7 +85,12 @@ class EnvInfo:
         return self.anchors.normalize(score)
 
     def with_anchors(self, anchors: Anchors) -> "EnvInfo":
-        return EnvInfo(self.env_id, self.family, self.direction, self.aggregation, anchors, self.title, self.origin)
+        return EnvInfo(self.env_id, self.family, self.direction, self.aggregation, anchors, self.title, self.origin,
+                       self.timing)
+
+    @property
+    def rule(self) -> Rule:
+        return Rule(self.aggregation, self.direction, failures_count=self.timing)
 
 
 def default_published() -> Published | None:
@@ -191,10 +197,10 @@ class EnvResolver:
                 if env.id in self.envs:  # METR's task: its agent runs keep the published anchors
                     pub = self.envs[env.id]
                     self.envs[env.id] = EnvInfo(env.id, m.family, m.score.direction, m.score.aggregation, pub.anchors,
-                                                m.title or pub.title, "published")
+                                                m.title or pub.title, "published", m.score.timing)
                 else:
                     self.envs[env.id] = EnvInfo(env.id, m.family, m.score.direction, m.score.aggregation,
-                                                manifest_anchors(env, name), m.title, f"catalog:{name}")
+                                                manifest_anchors(env, name), m.title, f"catalog:{name}", m.score.timing)
         self.aliases: dict[str, str] = {}
         for info in self.envs.values():
             self.aliases[_key(info.env_id)] = info.env_id
@@ -270,6 +276,7 @@ class Scoring:
     # sessions and their exports): scorings that share it are re-scores of one attempt, counted
     # with their median. None: a scoring of its own (agent runs, older sessions).
     fingerprint: str | None = None
+    recount: bool = False  # a fresh scoring the workstation took at the finish (scoring.is_recount)
 
     @property
     def valid(self) -> bool:
@@ -293,10 +300,27 @@ class Run:
     # The paper's settings this run was not made in (names; the session or export records the
     # rest: catalog.setting). Empty: the paper's setting, or a log that does not say (METR's own runs).
     setting_differs: tuple[str, ...] = ()
+    # Who worked and under which conditions, where the source says (human sessions): the
+    # participant's id, whether the internet and AI tools were allowed (AI tools in Vivaria's words).
+    participant: str | None = None
+    internet: bool | None = None
+    ai_tools: str | None = None
+    # The rule the run is counted by in a comparison (PAPER or ROBUST): one for every run of it.
+    counted_by: str = "paper"
 
     @property
     def env_id(self) -> str:
         return self.env.env_id
+
+    @property
+    def recounts(self) -> list[bool]:
+        return [s.recount for s in self.scorings]
+
+    @property
+    def robust_countable(self) -> bool:
+        """Whether the robust rule can count this run: some scoring records which files it scored
+        (an attempt fingerprint). Without any, re-scores and attempts cannot be told apart."""
+        return any(s.fingerprint for s in self.scorings)
 
     @property
     def group(self) -> str:
@@ -324,10 +348,12 @@ class Run:
 
 def make_run(kind: SourceKind, run_id: str, env: EnvInfo, label: str, scorings: Iterable[Scoring], *,
              finished: bool, source: str = "", working_s: float | None = None, human: bool = False,
-             notes: Iterable[str] = (), setting_differs: Iterable[str] = ()) -> Run:
+             notes: Iterable[str] = (), setting_differs: Iterable[str] = (), participant: str | None = None,
+             internet: bool | None = None, ai_tools: str | None = None) -> Run:
     """A run with its scorings sorted by working time (stable: equal times keep file order)."""
     ordered = tuple(sorted(scorings, key=lambda s: s.working_s))
-    return Run(kind, run_id, env, label, ordered, finished, source, working_s, human, tuple(notes), tuple(setting_differs))
+    return Run(kind, run_id, env, label, ordered, finished, source, working_s, human, tuple(notes), tuple(setting_differs),
+               participant, internet, ai_tools)
 
 
 def setting_differs(meta: dict | None) -> tuple[str, ...]:

@@ -11,7 +11,8 @@ from typing import Any, Sequence
 
 from rich.table import Table
 
-from .analysis import ALL, Comparison
+from .analysis import ALL, PAPER, ROBUST, Comparison, final_by
+from .runs import Run
 
 GROUP_COLORS = ("cyan", "orange", "magenta", "green", "red", "blue", "yellow")
 
@@ -38,6 +39,48 @@ def env_title(c: Comparison, env: str | None) -> str:
         return f"all environments ({len(c.envs)})"
     run = next((r for r in c.runs if r.env_id == env), None)
     return env if run is None or not run.env.title else f"{env} ({run.env.title})"
+
+
+def rule_title(c: Comparison) -> str:
+    """Every headline's rule: which one counted every run of the comparison."""
+    return f"counted by {c.rule_words}"
+
+
+def conditions(r: Run) -> str:
+    """Who and under which conditions, where the run says (human sessions)."""
+    if not r.human:
+        return ""
+    internet = {True: "internet", False: "no internet", None: "internet ?"}[r.internet]
+    tools = {"AI_TOOLS_AVAILABLE": "AI tools", "NO_AI_TOOLS": "no AI tools"}.get(r.ai_tools or "", "AI tools ?")
+    return f"{r.participant or '?'}: {internet}, {tools}"
+
+
+RULES_COLUMNS = ["run", "group", "env", "participant, conditions", "paper rule", "norm", "robust rule", "norm", "robust by"]
+
+
+def rules_rows(c: Comparison) -> list[list[str]]:
+    """Every run (those the comparison's rule could not count too), by both rules side by side."""
+    rows = []
+    for r in list(c.runs) + list(c.left_out):
+        paper = final_by(r, PAPER)
+        robust = final_by(r, ROBUST)
+        if robust is None:
+            robust_cells = ["cannot: no fingerprints", "–", "–"]
+        else:
+            how = "recount at the finish" if any(s.recount for s in r.scorings) else "attempt medians"
+            robust_cells = [fmt(robust, 4), fmt2(r.env.normalize(robust)), how]
+        rows.append([r.run_id, r.group, r.env_id, conditions(r), fmt(paper if paper is not None else math.nan, 4),
+                     fmt2(r.env.normalize(paper)) if paper is not None else "–", *robust_cells])
+    return rows
+
+
+def rules_table(c: Comparison) -> Table:
+    t = Table(title=f"every run by both rules (the tables above are {rule_title(c)}; --rule chooses)", title_justify="left")
+    for i, col in enumerate(RULES_COLUMNS):
+        t.add_column(col, justify="left" if i < 4 or col == "robust by" else "right", no_wrap=i == 0)
+    for row in rules_rows(c):
+        t.add_row(*row)
+    return t
 
 
 def group_color(c: Comparison, group: str) -> str:
@@ -125,7 +168,7 @@ def summary_rows(c: Comparison, env: str | None = None) -> tuple[list[str], list
 
 def summary_table(c: Comparison, env: str | None = None) -> Table:
     cols, rows = summary_rows(c, env)
-    t = Table(title=env_title(c, env), title_justify="left")
+    t = Table(title=f"{env_title(c, env)} — {rule_title(c)}", title_justify="left")
     for i, col in enumerate(cols):
         t.add_column(col, justify="left" if i == 0 or col == "anchors" else "right")
     for row in rows:
@@ -135,7 +178,8 @@ def summary_table(c: Comparison, env: str | None = None) -> Table:
 
 def score_at_k_table(c: Comparison) -> Table:
     kshow = k_columns(c.ks, 8)
-    t = Table(title=f"score@k (mean over environments; {int(c.level * 100)}% bootstrap band, {c.n_boot} resamples, seed {c.seed})",
+    t = Table(title=f"score@k (mean over environments; {int(c.level * 100)}% bootstrap band, {c.n_boot} resamples, "
+                    f"seed {c.seed}) — {rule_title(c)}",
               title_justify="left")
     t.add_column("group")
     t.add_column("budget")
@@ -186,6 +230,7 @@ def print_report(console: Any, c: Comparison, *, width: int | None = None, chart
     if len(c.envs) > 1:
         console.print(summary_table(c, ALL))
     console.print(score_at_k_table(c))
+    console.print(rules_table(c))
     console.print(anchors_table(c))
     from rich.markup import escape
 

@@ -55,6 +55,10 @@ class ExecResult:
     # What the command wrote into its result channel (REBENCH_RESULT_FD), as the supervisor read it
     # back: the only place a scorer's result is taken from. None: nothing was written.
     result: str | None = None
+    # Scorings in a container: how many of the participant's processes were stopped while it ran.
+    frozen_processes: int = 0
+    swept_temporary_files: int = 0  # and how many files it left in the shared temporary folders were removed
+    bytecode_files_removed: int = 0  # the participant's Python bytecode files, removed before it started
 
     @property
     def ok(self) -> bool:
@@ -262,9 +266,9 @@ def supervisor_argv(python: str, supervisor: str, token: str, argv: Sequence[str
     # -I -S: isolated (no PYTHON* variables, no current folder on the path) and no site import, which
     # the standard-library-only supervisor does not need (it starts once per scoring)
     cmd = [python, "-I", "-S", supervisor, "run", "--token", token, "--state-dir", state_dir]
-    if guard is not None:
+    if guard is not None:  # a scoring: links checked around it, the participant's processes stopped during it
         root, forbid = guard
-        cmd += ["--guard-links", root, *[a for path in forbid for a in ("--forbid", path)]]
+        cmd += ["--guard-links", root, *[a for path in forbid for a in ("--forbid", path)], "--freeze-owner-of", root]
     if user:
         cmd += ["--user", user]
     if workdir:
@@ -366,4 +370,7 @@ def exec_result(st: dict[str, Any], stdout: str, stderr: str, returncode: int = 
         refused_links=[list(map(str, x)) for x in st.get("refused_links") or []],
         late_links=[list(map(str, x)) for x in st.get("late_links") or []],
         result=st["result"] if isinstance(st.get("result"), str) else None,
+        frozen_processes=int(st.get("frozen_processes") or 0),
+        swept_temporary_files=int(st.get("swept_temporary_files") or 0),
+        bytecode_files_removed=int(st.get("bytecode_files_removed") or 0),
     )

@@ -635,7 +635,9 @@ class DockerRuntime(Runtime):
             raise RuntimeUnavailable(f"the profile needs {count} free GPU(s); {self.host} has {len(free)} of {len(inventory)} free"
                                      + (f": {busy}" if busy else f" ({self.inventory_error})" if self.inventory_error else ""),
                                      kept="nothing was started; the session folder is kept",
-                                     fix="wait for those sessions to finish, pick another host, or run `rebench-tui doctor ENV`")
+                                     fix="wait for those sessions to finish, pick another host, or run `rebench-tui doctor ENV`"
+                                         + (f"; to rehearse on the {len(free)} free, `start ENV --gpus {len(free)}` "
+                                            "(recorded as a difference from the paper's setting)" if free else ""))
         chosen = free[:count]
         progress(f"GPUs ({sup.mode} mode) " + ", ".join(f"{g.index} ({g.name})" for g in chosen))
         if sup.mode == "toolkit":

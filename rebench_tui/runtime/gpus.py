@@ -21,19 +21,26 @@ else already uses memory on it.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
-QUERY = ["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,memory.used", "--format=csv,noheader,nounits"]
+# The columns every mode asks for; each is a field of `nvidia-smi --help-query-gpu` (a test checks
+# them against a real driver's list: a field the driver does not know fails the whole query).
+QUERY_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used")
+QUERY = ["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"]
 BUSY_MEMORY = 1024**3   # more than this in use by something else: the GPU is not free
 
 NVIDIA_ROOT = "/usr/local/nvidia"             # where a devices-mode container finds the driver
 NVIDIA_LIB_DIRS = (f"{NVIDIA_ROOT}/lib64", f"{NVIDIA_ROOT}/lib")
 NVIDIA_BIN = f"{NVIDIA_ROOT}/bin"
-# devices mode also reads each GPU's minor number: it names the GPU's device node
-QUERY_DEVICES = [f"{NVIDIA_BIN}/nvidia-smi", "--query-gpu=index,uuid,name,memory.total,memory.used,minor_number",
-                 "--format=csv,noheader,nounits"]
+# devices mode also needs each GPU's minor number (the N of /dev/nvidiaN), which --query-gpu does
+# not offer: `nvidia-smi -q` prints it per GPU, beside the GPU's UUID.
+MINOR_MARK = "#minor-numbers"
+QUERY_DEVICES = ["sh", "-c", f'S={NVIDIA_BIN}/nvidia-smi; "$S" --query-gpu={",".join(QUERY_FIELDS)} '
+                 '--format=csv,noheader,nounits || exit $?; '
+                 f'echo "{MINOR_MARK}"; "$S" -q | grep -E "^GPU |GPU UUID|Minor Number" || true']
 SHARED_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 GPU_NODE = re.compile(r"^nvidia(\d+)$")
 # What the toolkit mounts for compute and utility work, by soname (ldconfig -p names them)
@@ -71,21 +78,56 @@ class Gpu:
         return self.index if self.minor is None else self.minor
 
 
+def query_fields_known(help_text: str) -> set[str]:
+    """The field names ``nvidia-smi --help-query-gpu`` lists (each on a line of its own, quoted,
+    with its aliases: ``"pci.bus_id" or "gpu_bus_id"``)."""
+    known: set[str] = set()
+    for line in help_text.splitlines():
+        if re.fullmatch(r'\s*"[^"]+"(\s+or\s+"[^"]+")*\s*', line):
+            known.update(re.findall(r'"([^"]+)"', line))
+    return known
+
+
+def parse_minor_numbers(text: str) -> dict[str, int]:
+    """GPU UUID -> minor number, from ``nvidia-smi -q`` lines (only the ``GPU <bus id>``,
+    ``GPU UUID`` and ``Minor Number`` lines are needed; other lines are ignored). A GPU whose
+    minor number is ``N/A`` is left out."""
+    found: dict[str, int] = {}
+    uuid = minor = None
+
+    def close() -> None:
+        if uuid and minor is not None:
+            found[uuid] = minor
+
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if re.match(r"^GPU [0-9A-Fa-f]+:", line):   # a new GPU's block (its PCI bus id)
+            close()
+            uuid = minor = None
+        elif sep and key.strip() == "GPU UUID":
+            uuid = value.strip()
+        elif sep and key.strip() == "Minor Number":
+            minor = int(value.strip()) if value.strip().isdigit() else None
+    close()
+    return found
+
+
 def parse_nvidia_smi(text: str) -> list[Gpu]:
-    """Rows of ``index, uuid, name, memory.total, memory.used`` (MiB) [, ``minor_number``], as
-    QUERY / QUERY_DEVICES print them."""
+    """Rows of ``index, uuid, name, memory.total, memory.used`` (MiB), as QUERY prints them; after
+    a ``MINOR_MARK`` line (QUERY_DEVICES), ``nvidia-smi -q`` lines that give each GPU's minor number."""
+    rows, _, minors_text = text.partition(MINOR_MARK)
+    minors = parse_minor_numbers(minors_text)
     gpus = []
     mib = 1024**2
-    for line in text.splitlines():
+    for line in rows.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) not in (5, 6) or not parts[0].isdigit():
+        if len(parts) != len(QUERY_FIELDS) or not parts[0].isdigit():
             continue
         try:
             total, used = int(float(parts[3]) * mib), int(float(parts[4]) * mib)
         except ValueError:
             continue
-        minor = int(parts[5]) if len(parts) == 6 and parts[5].isdigit() else None
-        gpus.append(Gpu(int(parts[0]), parts[1], parts[2], total, used, minor=minor))
+        gpus.append(Gpu(int(parts[0]), parts[1], parts[2], total, used, minor=minors.get(parts[1])))
     return gpus
 
 
@@ -130,9 +172,23 @@ def held_by(container_attrs: dict[str, Any]) -> tuple[str | None, list[str]]:
 # -- what the host has ---------------------------------------------------------------------
 
 # Run in a throwaway container with the host's / mounted read-only at HOST_ROOT; $1 = device
-# folder, $2 = driver folder (may be empty). One line per thing seen.
+# folder, $2 = driver folder (may be empty); REBENCH_LOOK_ROOT overrides where the host's / is (tests).
+# One line per thing seen. A host path is followed
+# through its links inside the host's root (an absolute link such as /usr/bin/nvidia-smi ->
+# /usr/local/nvidia/bin/nvidia-smi means the host's file, not one of this container's), and a
+# tool is reported at the path it leads to. Tools are looked for beside the driver's libraries first
+# (their folder's ../bin, where a driver outside the usual places keeps them), then in the usual
+# folders; the driver's own program (an ELF file) wins over a wrapper script of the same name, which
+# may only find the real one through a PATH that the container does not have.
 LOOK_SCRIPT = r"""
-H=/run/rebench-host
+H=${REBENCH_LOOK_ROOT:-/run/rebench-host}
+resolve() {
+  p=$1; n=0
+  while [ -L "$H$p" ] && [ $n -lt 40 ]; do
+    t=$(readlink "$H$p"); case $t in /*) p=$t ;; *) p=${p%/*}/$t ;; esac; n=$((n + 1))
+  done
+  echo "$p"
+}
 for f in "$H$1"/nvidia*; do [ -c "$f" ] && echo "node ${f##*/}"; done
 if [ -n "$2" ]; then
   if [ -d "$H$2" ]; then
@@ -142,11 +198,23 @@ if [ -n "$2" ]; then
     [ -x "$H$2/bin/nvidia-smi" ] && echo "driver_smi"
   fi
 fi
-[ -f "$H/etc/ld.so.cache" ] && ldconfig -p -C "$H/etc/ld.so.cache" 2>/dev/null | sed 's/^/ld /'
+dirs="/usr/bin /usr/local/bin /bin /usr/sbin /sbin"
+if [ -f "$H/etc/ld.so.cache" ]; then
+  LD=$(ldconfig -p -C "$H/etc/ld.so.cache" 2>/dev/null)
+  printf '%s\n' "$LD" | sed 's/^/ld /'
+  lib=$(printf '%s\n' "$LD" | sed -n 's/^[[:space:]]*libcuda\.so\.1 (.*x86-64.*) => //p' | head -1)
+  [ -n "$lib" ] && dirs="${lib%/*}/../bin $dirs"
+fi
+elf() { [ "$(head -c 4 "$1" 2>/dev/null | tail -c 3)" = ELF ]; }
 for t in """ + " ".join(DRIVER_TOOLS) + r"""; do
-  for d in /usr/bin /usr/local/bin /bin /usr/sbin /sbin; do
-    if [ -x "$H$d/$t" ]; then echo "tool $t $d/$t"; break; fi
+  first=""
+  for d in $dirs; do
+    r=$(resolve "$d/$t")
+    [ -f "$H$r" ] && [ -x "$H$r" ] || continue
+    if elf "$H$r"; then first=$r; break; fi
+    [ -n "$first" ] || first=$r
   done
+  [ -n "$first" ] && echo "tool $t $first"
 done
 exit 0
 """
@@ -201,7 +269,7 @@ def parse_look(text: str) -> HostView:
             ld.append(rest)
         elif word == "tool":
             name, _, path = rest.partition(" ")
-            tools.append((name, path.strip()))
+            tools.append((name, posixpath.normpath(path.strip())))
     return HostView(tuple(sorted(nodes)), driver_dir, tuple(subs), libcuda, smi, tuple(parse_ldconfig(ld)), tuple(tools))
 
 

@@ -5,7 +5,7 @@ Standard library only: it is copied into every sandbox (``/opt/rebench/supervise
 by the sandbox's own ``python3``, as root where it can, dropping to the participant's user.
 
     supervise.py run --token T --state-dir D [--user U[:GROUP]] [--cwd DIR] [--timeout S]
-                     [--guard-links HOME --forbid PATH ...] [--keep-status] -- ARGV...
+                     [--guard-links HOME --forbid PATH ...] [--freeze-owner-of HOME] [--keep-status] -- ARGV...
     supervise.py cancel --token T --state-dir D
     supervise.py status --token T --state-dir D
 
@@ -23,6 +23,17 @@ status line carries what it wrote as ``result``. Processes the scorer starts for
 never inherit it, so a result can come only from the scorer's own process. (with ``--guard-links``, also ``refused_links`` found before the command,
 which then does not run, and ``late_links`` found after it). A command killed by a signal has returncode 128 + signal (137 for SIGKILL,
 which is what the kernel's OOM killer sends); a timeout or a cancel is reported by its own flag.
+
+``--freeze-owner-of HOME`` (a scoring in a container): every process of the home's owner (the
+participant) is stopped before the link check and the command, and resumed after them; processes
+the command itself starts as that user run. So no process the participant started earlier (from
+a shell, before the scoring) can watch, feed or end what is scored, or change the home under it.
+The stopped pids are kept in the state folder (``T.frozen``) until resumed: a supervisor that is
+killed leaves them to the next ``run`` or ``status``, which resume them. Once they are stopped,
+every Python bytecode file of that user in the home and the shared temporary folders is removed
+(:func:`purge_bytecode`: not in the record, and preferred to the recorded source). Before resuming them, what
+that user made or changed in /tmp, /var/tmp and /dev/shm during the command (only the command can
+have) is removed (:func:`sweep`), so nothing a scored run leaves there reaches the next scoring.
 
 What outlives the exec's client (``--keep-status``, for scorings): an app killed while its scorer
 runs leaves the supervisor running in the container (a closed exec stream does not stop it). So the
@@ -219,6 +230,132 @@ def _end_descendants() -> int:
                 time.sleep(0.01)
                 break
     return killed
+
+
+def _uids(pid: int) -> tuple[int, ...]:
+    """The real, effective, saved and filesystem uids of ``pid`` (empty when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Uid:"):
+                    return tuple(int(x) for x in line.split()[1:])
+    except (OSError, ValueError):
+        pass
+    return ()
+
+
+def _frozenfile(state_dir: str, token: str) -> str:
+    return os.path.join(state_dir, f"{token}.frozen")
+
+
+def freeze_user(uid: int, record: str) -> list[int]:
+    """Stop (SIGSTOP) every process of ``uid``, again until none is left running (one may fork
+    while we look); their pids go to ``record`` first, so a later run can resume them even if this
+    one is killed. A scoring then runs with no process of the participant's that could watch,
+    feed or end it: only those the scorer itself starts (after this) run as that user."""
+    frozen: list[int] = []
+    for _round in range(50):
+        found = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) not in frozen and uid in _uids(int(n))]
+        if not found:
+            break
+        frozen.extend(found)
+        _write_durably(record, " ".join(map(str, frozen)))
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return frozen
+
+
+def thaw(state_dir: str) -> int:
+    """Resume (SIGCONT) the processes every ``*.frozen`` record in ``state_dir`` names, and remove
+    the records; returns how many were resumed."""
+    resumed = 0
+    for name in os.listdir(state_dir):
+        if not name.endswith(".frozen"):
+            continue
+        path = os.path.join(state_dir, name)
+        try:
+            with open(path) as fh:
+                pids = [int(x) for x in fh.read().split()]
+        except (OSError, ValueError):
+            pids = []
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+                resumed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        os.unlink(path)
+    return resumed
+
+
+SWEPT = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def sweep(uid: int, since_ns: int, roots: tuple[str, ...] = SWEPT) -> int:
+    """Remove what ``uid`` made or changed under ``roots`` (shared temporary folders) since
+    ``since_ns`` (ctime, the kernel's own clock): with the user's other processes stopped, only
+    the scored run can have, and nothing it leaves there may reach the next scoring. Never follows
+    a link or leaves a filesystem; folders go only when emptied. Returns how many entries went."""
+    removed = 0
+    for root in roots:
+        try:
+            dev = os.lstat(root).st_dev
+        except OSError:
+            continue
+        for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+            for name in filenames + dirnames:
+                path = os.path.join(dirpath, name)
+                try:
+                    st = os.lstat(path)
+                    if st.st_uid != uid or st.st_ctime_ns < since_ns or st.st_dev != dev:
+                        continue
+                    if name in dirnames and not os.path.islink(path):
+                        os.rmdir(path)  # fails (kept) while it still holds older entries
+                    else:
+                        os.unlink(path)
+                    removed += 1
+                except OSError:
+                    continue
+    return removed
+
+
+BYTECODE_SUFFIXES = (".pyc", ".pyo")
+
+
+def purge_bytecode(uid: int, roots: tuple[str, ...]) -> int:
+    """Remove every Python bytecode file of ``uid`` under ``roots`` (the home and the shared
+    temporary folders): such files are not in the record, and Python prefers one stamped like its
+    source to the source itself. Never follows a link or leaves a root's filesystem. Returns how
+    many went."""
+    removed = 0
+    for root in roots:
+        try:
+            dev = os.lstat(root).st_dev
+        except OSError:
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if _same_dev(os.path.join(dirpath, d), dev)]
+            for name in filenames:
+                if not name.endswith(BYTECODE_SUFFIXES):
+                    continue
+                path = os.path.join(dirpath, name)
+                try:
+                    if os.lstat(path).st_uid == uid:
+                        os.unlink(path)
+                        removed += 1
+                except OSError:
+                    continue
+    return removed
+
+
+def _same_dev(path: str, dev: int) -> bool:
+    try:
+        return os.lstat(path).st_dev == dev
+    except OSError:
+        return False
 
 
 def _result_fd(state_dir: str) -> int:
@@ -423,11 +560,15 @@ def _remove_run_files(args: "Args") -> None:
 
 def _finish(args: "Args", status: dict, started: float, result_fd: int, private_tmp: str | None, marker: str) -> int:
     """Complete the status (duration, result, late links), keep it where asked, and write its line."""
+    status["duration_s"] = round(time.monotonic() - started, 6)  # the command's time: ends before the cleanup
+    if args.swept_uid is not None:  # before the participant's processes run again
+        status["swept_temporary_files"] = sweep(args.swept_uid, args.swept_since)
+    if args.freeze_owner_of:
+        thaw(args.state_dir)
     if private_tmp is not None:
         import shutil
 
         shutil.rmtree(private_tmp, ignore_errors=True)
-    status["duration_s"] = round(time.monotonic() - started, 6)
     result = _read_result(result_fd)
     if result is not None:
         status["result"] = result
@@ -458,13 +599,33 @@ def run(args: "Args") -> int:
         _write_durably(_supfile(args.state_dir, args.token), str(os.getpid()))
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, watch.on_signal)
+    _freeze_owner(args, status)
     # --guard-links: links from the home into --forbid paths are looked for here, in the same exec,
     # before the command (found: it does not run) and after it (found: its output is not to be kept).
     refused = find_links(args.guard_links, args.forbid) if args.guard_links else []
     if refused:
+        thaw(args.state_dir)
         return _refuse(args, status, marker, refused)
     _run_command(args, env, account, watch, subreaper, status)
     return _finish(args, status, started, result_fd, private_tmp, marker)
+
+
+def _freeze_owner(args: "Args", status: dict) -> None:
+    """--freeze-owner-of PATH (a scoring in a container): the processes of PATH's owner (the
+    participant) stop for the command's run and resume after it (see :func:`freeze_user`). Only as
+    root, never for root or this process's own user."""
+    thaw(args.state_dir)  # an earlier run killed before it could resume them
+    if not args.freeze_owner_of or os.geteuid() != 0:
+        return
+    try:
+        uid = os.stat(args.freeze_owner_of).st_uid
+    except OSError:
+        return
+    if uid in (0, os.geteuid()):
+        return
+    status["frozen_processes"] = len(freeze_user(uid, _frozenfile(args.state_dir, args.token)))
+    status["bytecode_files_removed"] = purge_bytecode(uid, (args.freeze_owner_of, *SWEPT))
+    args.swept_uid, args.swept_since = uid, time.time_ns()
 
 
 def cancel(args: "Args") -> int:
@@ -527,6 +688,7 @@ def status_of(state_dir: str, token: str) -> str:
     group = _group(pgid) if pgid else []
     if alive or group:
         return _json({"state": "running", "supervisor": sup if alive else None, "group": group})
+    thaw(state_dir)  # a supervisor killed before it could resume what it stopped
     return _json({"state": "gone" if sup is not None else "unknown"})
 
 
@@ -541,7 +703,9 @@ class Args:
     def __init__(self) -> None:
         self.verb = ""
         self.token = self.state_dir = ""
-        self.user = self.cwd = self.guard_links = None
+        self.user = self.cwd = self.guard_links = self.freeze_owner_of = None
+        self.swept_uid: int | None = None  # set by --freeze-owner-of: whose temporary files to sweep, since when
+        self.swept_since = 0
         self.keep_status = False
         self.timeout: float | None = None
         self.forbid: list[str] = []
@@ -551,7 +715,7 @@ class Args:
 USAGE = ("usage: supervise.py run --token T --state-dir D [options] -- ARGV... | cancel --token T --state-dir D"
          " | status --token T --state-dir D")
 OPTIONS = {"--token": "token", "--state-dir": "state_dir", "--user": "user", "--cwd": "cwd", "--timeout": "timeout",
-           "--guard-links": "guard_links", "--forbid": "forbid"}
+           "--guard-links": "guard_links", "--forbid": "forbid", "--freeze-owner-of": "freeze_owner_of"}
 
 
 def parse(argv: list[str]) -> Args:

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from ..safe_write import write_json
 from ..trajectory.entries import log
 from .oom import oom_rows
 
@@ -88,10 +87,7 @@ class CommandCollector:
 
     # -- persistence ----------------------------------------------------------------------
     def _save(self) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=".commands.", dir=self.state_path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(self.state, fh)
-        os.replace(tmp, self.state_path)
+        write_json(self.state_path, self.state, durable=False)
 
     # -- terminal logs --------------------------------------------------------------------
     def _tty(self, ttylog: str) -> dict[str, Any]:

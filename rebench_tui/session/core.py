@@ -14,8 +14,7 @@ from ..catalog import Environment
 from ..clock import Clock, WorkingClock
 from ..runtime import Sandbox
 from ..runtime.base import ASSETS_DIR
-from ..scoring import (ATTEMPT_KEY, Aggregation, Attempt, Direction, attempt_fingerprint, counting_attempt,
-                       group_attempts, normalize)
+from ..scoring import ATTEMPT_KEY, Aggregation, Attempt, Direction, attempt_fingerprint, normalize
 from ..secrets import Redactor
 from ..store import Store
 from ..trajectory.audit import AuditLog, read_entries
@@ -128,12 +127,15 @@ class SessionCore:
     def attempts(self) -> list[Attempt]:
         """The scorings grouped into attempts (re-scores of the same files together), in the order
         of each attempt's first scoring; indexes are positions in ``history``."""
-        return group_attempts([r.score for r in self.history], [r.fingerprint for r in self.history])
+        return self.meta.rule().attempts([r.score for r in self.history], [r.fingerprint for r in self.history])
 
     def final(self) -> CountingScore | None:
-        """The score that counts now (``scoring.counting_attempt``): each attempt scores the median
-        of its valid re-scores; the best attempt counts (or, for ``last``, the attempt of the last
-        valid scoring). None while no scoring is valid."""
+        """The score that counts now (``SessionMeta.rule``, ``scoring.Rule.attempt``): each attempt
+        scores the median of its valid re-scores (in timing environments, its worst valid one if a
+        re-score failed); the best attempt counts (or, for ``last``, the attempt of the last valid
+        scoring); once the finish recounted the leading attempt, the recount counts. None while
+        no scoring is valid."""
         history = list(self.history)
-        a = counting_attempt([r.score for r in history], self.aggregation, [r.fingerprint for r in history])
-        return None if a is None else CountingScore.of(a, [r.attempt for r in history], self.normalize)
+        recounts = [r.recount for r in history]
+        a = self.meta.rule().attempt([r.score for r in history], [r.fingerprint for r in history], recounts)
+        return None if a is None else CountingScore.of(a, [r.attempt for r in history], self.normalize, recounts)

@@ -15,6 +15,7 @@ from .core import SessionCore
 from .events import NoteSaved, RecordingTrouble, SessionFinished
 from .files import scan
 from .layout import SCORE_LOG, WORKSPACE
+from .recount import PARTICIPANT_FINISHES, recount
 from .scorer import Scorer, ScoringBusy
 from .timekeeping import Timekeeping
 
@@ -82,6 +83,8 @@ class Ending:
         self._stop_recording()
         with c.meta_lock:
             self.time.stop()
+        recount_error = self._recount() if reason in PARTICIPANT_FINISHES else None
+        with c.meta_lock:
             best = c.final()
             c.meta.status, c.meta.finish_reason = "finished", reason
             c.meta.completed_at = int(c.clock.time() * 1000)
@@ -98,7 +101,7 @@ class Ending:
             {"event": "session_finished", "reason": reason, "final_score": json_score(best.score) if best else None,
              "final_attempt": best.representative if best else None,
              "final_scorings": list(best.scorings) if best else [], "working_s": c.wclock.used(), "files": files,
-             **({"files_note": sync_note} if sync_note else {})},
+             **({"files_note": sync_note} if sync_note else {}), **({"recount_error": recount_error} if recount_error else {})},
             title="session",
         ))
         with c.meta_lock:
@@ -135,6 +138,27 @@ class Ending:
         c.audit.append(log(f"session closed by {who}; the clock is {'running' if running else 'paused'}",
                            {"event": "session_closed", "clock_running": running}, title="session"))
 
+    def release_gpus(self) -> str | None:
+        """A finished session's container stops if it holds GPUs, so the next session can have them;
+        the records, the home (folder or volume) and the stopped container stay. What was done, or None."""
+        c = self.core
+        if not c.finished or not (c.sandbox.describe().get("gpus") or 0) or not c.sandbox.is_running():
+            return None
+        try:
+            c.sandbox.stop()
+        except Exception as exc:  # noqa: BLE001 - the records are complete; `rebench-tui stop` can do it later
+            return f"the container could not be stopped to free its GPUs ({exc}); run `rebench-tui stop {c.meta.id}`"
+        return f"container stopped: its GPUs are free (records and home kept; `rebench-tui stop {c.meta.id} --remove` removes it)"
+
+    def _recount(self) -> str | None:
+        """The recount of the leading attempt (``recount.py``); a failure is said in the finish row,
+        and the finish goes on: the recount's scorings recorded so far count."""
+        try:
+            recount(self.core, self.scorer)
+        except Exception as exc:  # noqa: BLE001 - the finish is recorded all the same
+            return f"the recount stopped: {exc}"[:500]
+        return None
+
     def _sync_remote_home(self) -> str | None:
         """A remote home is copied here first, so the session folder holds the work it records."""
         c = self.core
@@ -154,6 +178,9 @@ class Ending:
 
 
 def counting_words(c: CountingScore) -> str:
+    if c.recount:
+        return (f"median of {c.n} fresh scorings of attempt {c.attempt} at the finish ({', '.join(map(str, c.scorings))}), "
+                f"range {c.low:.4g} to {c.high:.4g}")
     if c.n == 1:
         return f"scoring {c.representative}"
     return f"median of {c.n} scorings of unchanged files ({', '.join(map(str, c.scorings))}), range {c.low:.4g} to {c.high:.4g}"

@@ -10,10 +10,10 @@ appended to 1,000 times a second needs one blob a second, not 1,000 files.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
+
+from ..safe_write import write_json, write_whole
 
 
 class FileState:
@@ -32,15 +32,9 @@ class FileState:
         read-only disk leaves the last state: it is a cache of the audit log; saved next time."""
         self.write_deferred(known)  # before the state that names them
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".files.", dir=self.state_path.parent)
+            write_json(self.state_path, known, durable=False)
         except OSError:
-            return
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(known, fh)
-            os.replace(tmp, self.state_path)
-        except OSError:
-            Path(tmp).unlink(missing_ok=True)
+            pass
 
     def load(self) -> dict[str, dict[str, Any]] | None:
         """The last saved state; None if there is none (a first start), {} for an empty workspace."""
@@ -71,13 +65,11 @@ class FileState:
     def write(self, sha: str, redacted: str) -> None:
         path = self.blobs / sha[:2] / sha
         if not path.exists():
-            tmp = path.with_suffix(".part")
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp.write_text(redacted, encoding="utf-8")
-                os.replace(tmp, path)
+                write_whole(path, redacted, durable=False)
             except OSError:  # only later diffs lose their base; the change itself is still recorded
-                tmp.unlink(missing_ok=True)
+                pass
 
     def get(self, sha: str | None) -> str | None:
         if sha is None:

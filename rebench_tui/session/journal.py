@@ -11,21 +11,11 @@ counts; or they are not, so the old state does and the rows are derived again.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..safe_write import write_json
 from ..trajectory.audit import AuditLog
-
-
-def write_json(path: Path, data: Any) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 class StateCommit:
@@ -49,13 +39,13 @@ class StateCommit:
                seen_ms: list[int | None] | None = None) -> None:
         """``seen_ms``: when each row's fact was seen (``AuditLog.append_many``)."""
         if not rows:
-            write_json(state_path, state)
+            write_json(state_path, state, durable=True)
             return
         nxt = self._next(state_path)
         with self.audit._lock:  # nothing else may append between the count and the rows
-            write_json(nxt, {"after": self.rows_written() + len(rows), "state": state})
+            write_json(nxt, {"after": self.rows_written() + len(rows), "state": state}, durable=True)
             self.audit.append_many(rows, seen_ms=seen_ms)
-        write_json(state_path, state)
+        write_json(state_path, state, durable=True)
         nxt.unlink(missing_ok=True)
 
     def recover(self, state_path: Path) -> str | None:
@@ -69,7 +59,7 @@ class StateCommit:
             nxt.unlink(missing_ok=True)
             return f"{state_path.name}: an unreadable half-written state was dropped (rows are derived again)"
         if self.rows_written() >= pending["after"]:
-            write_json(state_path, pending["state"])
+            write_json(state_path, pending["state"], durable=True)
             nxt.unlink(missing_ok=True)
             return f"{state_path.name}: rows were written before the crash; their state is kept"
         nxt.unlink(missing_ok=True)

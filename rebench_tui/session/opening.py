@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import __version__
 from ..assets import AssetStatus, AssetStore
-from ..catalog import Anchors, Environment, Profile, manifest_anchors
+from ..catalog import Anchors, Environment, Profile, Rehearsal, manifest_anchors
 from ..catalog.setting import setting_record, setting_words
 from ..clock import Clock, SystemClock, check_time_limit, format_hms
 from ..errors import SessionError
@@ -22,11 +22,12 @@ from ..store import Store
 from ..trajectory import score_log
 from ..trajectory.audit import RecordClosed, read_entries
 from ..trajectory.entries import INT32_MAX, log
-from ..trajectory.records import ClockModel, SessionMeta
+from ..trajectory.records import ClockModel, Participant, SessionMeta
 from ..trajectory.state import chain_state
 from ..trajectory.verify import Report, check_score_log
 from .layout import AUDIT, LOCK, META, SCORE_LOG, STATE, WORKSPACE, new_session_id
 from .lock import SessionLock
+from .recount import restore_after_recount
 
 if TYPE_CHECKING:
     from .session import Session
@@ -37,7 +38,11 @@ Progress = Callable[[str], None]
 def create_session(cls: type["Session"], env: Environment, profile_name: str, runtime: Runtime, sessions_dir: Path, *,
                    time_limit_s: float | None, clock: Clock | None, store: Store | None, progress: Progress,
                    extra_env: dict[str, str] | None, asset_store: AssetStore | None, secrets: dict[str, str] | None,
-                   anchors: Anchors | None) -> "Session":
+                   anchors: Anchors | None, rehearsal: Rehearsal | None = None,
+                   participant: Participant | None = None) -> "Session":
+    """A new session. ``anchors``: what its scores are normalized with (default: the manifest's; the
+    CLI passes ``catalog.anchors_in_effect``). ``rehearsal``: fewer GPUs or stand-ins for outside
+    services (recorded). ``participant``: who works, under which conditions (recorded)."""
     clock = clock or SystemClock()
     if time_limit_s is not None:
         try:
@@ -45,7 +50,7 @@ def create_session(cls: type["Session"], env: Environment, profile_name: str, ru
         except ValueError as exc:
             raise SessionError(f"time limit refused: {exc}", kept="nothing was started",
                                fix="give a working time of at most 7 days (the paper's sessions are 8h, the default)") from None
-    profile = env.profile(profile_name)
+    profile = rehearsed(env.profile(profile_name), rehearsal)
     anchors = anchors or manifest_anchors(env, profile.name)
     assets = _required_assets(env, profile, asset_store)
     secrets = _required_secrets(env, profile, secrets)
@@ -60,6 +65,7 @@ def create_session(cls: type["Session"], env: Environment, profile_name: str, ru
         shutil.rmtree(folder, ignore_errors=True)  # nothing was recorded yet; leave no half session
         raise
     meta = _new_meta(sid, now, env, profile, runtime, sandbox, image, time_limit_s, anchors, assets)
+    meta.participant = participant or Participant()
     meta.save(folder / META)
     score_log.ensure(folder / SCORE_LOG)
     session = cls(folder, meta, env, sandbox, clock, store, secrets=spec.secrets)
@@ -71,6 +77,14 @@ def create_session(cls: type["Session"], env: Environment, profile_name: str, ru
     return session
 
 
+def rehearsed(profile: Profile, rehearsal: Rehearsal | None) -> Profile:
+    """The profile as the rehearsal asks (fewer GPUs, stand-ins); what it cannot take is refused."""
+    try:
+        return (rehearsal or Rehearsal()).apply(profile)
+    except ValueError as exc:
+        raise SessionError(str(exc), kept="nothing was started", fix="leave out --gpus or --stand-ins, or change them") from None
+
+
 def _required_assets(env: Environment, profile: Profile, asset_store: AssetStore | None) -> AssetStatus | None:
     if env.manifest.assets is None:
         return None
@@ -80,7 +94,7 @@ def _required_assets(env: Environment, profile: Profile, asset_store: AssetStore
 
 
 def _required_secrets(env: Environment, profile: Profile, secrets: dict[str, str] | None) -> dict[str, str]:
-    secrets = dict(secrets or {})
+    secrets = {**(secrets or {}), **profile.standin_secrets()}
     missing = [n for n in profile.secrets if n not in secrets]
     if missing:
         raise SessionError(f"{env.id} ({profile.name}) needs secrets that were not given: {', '.join(missing)}",
@@ -112,24 +126,28 @@ def _new_meta(sid: str, now: float, env: Environment, profile: Profile, runtime:
         clock=ClockModel(limit_s=time_limit_s or m.time.limit), direction=m.score.direction.value,
         aggregation=m.score.aggregation.value, visibility=m.score.visibility, start_score=anchors.start,
         reference_score=anchors.reference, anchors=anchors.to_record(), score_timeout_s=profile.score_timeout,
-        setting=setting_record(m.paper, profile.setting),
+        setting=setting_record(m.paper, profile.setting), timing=m.score.timing, recount_runs=m.score.recount,
+        gpus=None if profile.gpus == env.profile(profile.name).gpus else profile.gpus,
         metadata={"rebench_tui": __version__, "python": platform.python_version(), "hostname": socket.gethostname(),
                   "user": getpass.getuser(), "isInteractive": True, "environment_path": str(env.path), "sandbox": desc,
                   "assets": None if assets is None else {"folder": str(assets.folder), "mode": assets.mode,
                                                          "manifest_sha256": assets.digest},
-                  "secrets": list(profile.secrets), "services": [list(c) for c in profile.services]},
+                  "secrets": list(profile.secrets), "services": [list(c) for c in profile.services],
+                  **({"standins": True} if profile.standing_in else {})},
     )
 
 
 def _started_row(session: "Session", runtime: Runtime, anchors: Anchors) -> dict:
     meta, sandbox, m = session.meta, session.sandbox, session.env.manifest
     return log(
-        f"session started: {m.title} ({m.task_id} {m.version}), profile {meta.profile}, "
+        f"session started: {m.title} ({m.task_id} {m.version}), profile {meta.profile}"
+        + (f" on {meta.gpus} GPU(s) instead of {session.env.profile(meta.profile).gpus} (a rehearsal)" if meta.gpus else "") + ", "
         f"time limit {format_hms(meta.clock.limit_s)}, runtime {runtime.kind} on {runtime.host}"
         + ("" if sandbox.isolated else " — NOT ISOLATED: commands and the scorer run as you on this machine")
         + f"; scores normalized between start {anchors.start:g} and reference {anchors.reference:g}, {anchors.summary}"
-        + f"; {setting_words(meta.setting)}",
+        + f"; {setting_words(meta.setting)}; {meta.participant.words()}",
         {"event": "session_started", "session_id": meta.id, "env": meta.env_id, "profile": meta.profile,
+         "participant": meta.participant.model_dump(mode="json"),
          "sandbox": meta.metadata["sandbox"], "time_limit_s": meta.clock.limit_s, "score": m.score.model_dump(mode="json"),
          "anchors": anchors.to_record(), "setting": meta.setting},
         title="session",
@@ -151,6 +169,7 @@ def open_session(cls: type["Session"], folder: Path, env: Environment, runtime: 
         raise
     session.lock = lock
     interrupted = session.settle_interrupted_scoring()
+    restore_after_recount(session.core, session.scorer.snapshots)  # the app stopped during a recount
     gap = None if last_wall is None else clock.time() - last_wall
     w = session.wclock
     session.audit.append(log(
@@ -197,7 +216,7 @@ def readable_records(folder: Path) -> tuple[SessionMeta, list[dict]]:
 def _attach(folder: Path, meta: SessionMeta, env: Environment, runtime: Runtime,
             secrets: dict[str, str] | None) -> Sandbox:
     assets = (meta.metadata.get("assets") or {}).get("folder")
-    spec = SandboxSpec(session_id=meta.id, env=env, profile=env.profile(meta.profile), workspace=folder / WORKSPACE,
+    spec = SandboxSpec(session_id=meta.id, env=env, profile=Rehearsal.of(meta.gpus, meta.metadata).apply(env.profile(meta.profile)), workspace=folder / WORKSPACE,
                        state_dir=folder / STATE, assets=None if assets is None else Path(assets),
                        secrets=dict(secrets or {}))
     sandbox = runtime.attach(spec)

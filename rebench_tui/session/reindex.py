@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 from ..clock import SystemClock, WorkingClock
 from ..errors import RebenchError
-from ..scoring import Aggregation, attempt_fingerprint, counting_attempt, normalize
+from ..scoring import attempt_fingerprint, is_recount, normalize
 from ..store import INDEX_NAME, Store
 from ..trajectory.records import AUDIT, META, SessionMeta
 
@@ -41,7 +41,7 @@ def _scores(audit: Path) -> list[dict[str, Any]]:
             working = row.get("workingMs", (row.get("usageTotalSeconds") or 0) * 1000) / 1000
             out.append({"called_at": int(row.get("calledAt", 0)), "working_s": working, "score": value,
                         "message": c.get("message") if isinstance(c.get("message"), dict) else {},
-                        "fingerprint": attempt_fingerprint(c.get("details"))})
+                        "fingerprint": attempt_fingerprint(c.get("details")), "recount": is_recount(c.get("details"))})
     return out
 
 
@@ -54,9 +54,10 @@ def index_row(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         norm = normalize(s["score"], meta.start_score, meta.reference_score)
         rows.append({"session_id": meta.id, "attempt": i, "called_at": s["called_at"], "working_s": s["working_s"],
                      "score": s["score"], "normalized": norm, "message": s["message"], "fingerprint": s["fingerprint"]})
-    counting = counting_attempt([r["score"] for r in rows], Aggregation(meta.aggregation), [r["fingerprint"] for r in rows])
-    best = None if counting is None else {"score": counting.median,
-                                          "normalized": normalize(counting.median, meta.start_score, meta.reference_score)}
+    counting = meta.rule().attempt([r["score"] for r in rows], [r["fingerprint"] for r in rows],
+                                   [s["recount"] for s in scores])
+    best = None if counting is None else {"score": counting.score,
+                                          "normalized": normalize(counting.score, meta.start_score, meta.reference_score)}
     used = WorkingClock(meta.clock.to_state(), SystemClock()).used()
     return ({"id": meta.id, "env_id": meta.env_id, "task_id": meta.task_id, "profile": meta.profile,
              "runtime": meta.runtime, "host": meta.host, "status": meta.status, "created_at": meta.created_at,

@@ -22,6 +22,7 @@ def manifest_facts(env: Environment | None, profile: str | None) -> dict[str, An
     facts: dict[str, Any] = {"task_id": m.task_id, "task_version": m.version, "title": m.title}
     if profile in env.profile_names:
         facts["score_timeout_s"] = env.profile(profile).score_timeout
+        facts["profile_gpus"] = env.profile(profile).gpus
     return facts
 
 

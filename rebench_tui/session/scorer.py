@@ -16,7 +16,7 @@ from typing import Any, Callable
 from ..clock import format_hms
 from ..errors import RebenchError, SessionError
 from ..runtime.base import ExecResult
-from ..scoring import ATTEMPT_KEY, ScoreResult, json_score, parse_scorer_output
+from ..scoring import ATTEMPT_KEY, RECOUNT_KEY, ScoreResult, json_score, parse_scorer_output
 from ..trajectory import score_log
 from ..trajectory.audit import AuditWriteError
 from ..trajectory.entries import log
@@ -27,6 +27,7 @@ from .files import fingerprint, scan
 from .layout import SCORE_LOG
 from .recording import Recording
 from .scoring_marker import ScoringMarker
+from .snapshots import Snapshots
 
 FLUSH_BEFORE_SCORING_S = 60.0  # the longest a scoring waits for the files it scores to be recorded
 Reservation = tuple[int, float | None]
@@ -42,23 +43,32 @@ class Scorer:
         self.recording = recording
         self._lock = threading.Lock()
         self._score_log_backlog: list[tuple[float, float, dict[str, Any], dict[str, Any]]] = []
+        self.snapshots = Snapshots(core.workspace, core.state, core.ignore)
 
     @property
     def running(self) -> bool:
         return self._lock.locked()
 
     def score(self, *, cancel: threading.Event | None = None, on_output: Callable[[str, bytes], None] | None = None,
-              final: bool = False) -> ScoreRecord | None:
-        """Run the protected scorer once; returns the record, or None if cancelled. Blocking."""
+              final: bool = False, recount: dict[str, Any] | None = None) -> ScoreRecord | None:
+        """Run the protected scorer once; returns the record, or None if cancelled. Blocking.
+
+        ``recount``: a scoring of the finish's recount (``recount.py``): its ``attempt`` is the
+        fingerprint of the snapshot in the home, and the rest goes into ``details.recount``."""
         if not self._lock.acquire(blocking=False):
             raise ScoringBusy("a scoring is already running", fix="wait for it to finish, or cancel it")
         try:
-            self._check_allowed(final)
-            self._prepare()
-            attempt = self.attempt_info()  # which files this scoring scores: re-scores of them share it
+            self._check_allowed(final or recount is not None)
+            if recount is None:
+                self._prepare()
+                attempt = self.attempt_info()  # which files this scoring scores: re-scores of them share it
+                self._snapshot(attempt)
+            else:
+                attempt = recount["attempt"]
             reservation = self.core.audit.reserve()
             result = self._run(reservation, attempt, final, cancel, on_output)
-            return self._outcome(reservation, result, attempt, final)
+            return self._outcome(reservation, result, attempt, final,
+                                 None if recount is None else {k: v for k, v in recount.items() if k != "attempt"})
         finally:
             self._lock.release()
 
@@ -80,6 +90,15 @@ class Scorer:
             raise SessionError(f"the link to the engine at {c.sandbox.host} is down: scoring waits for it",
                                kept="every record (nothing was lost; the container keeps running)",
                                fix="score again once the status line says the link is back")
+
+    def _snapshot(self, attempt: dict[str, Any]) -> None:
+        """Keep a copy of the files this attempt scores, where the finish may recount it."""
+        if self.core.meta.recount_runs > 0 and not self.core.sandbox.remote:
+            try:
+                attempt["snapshot"] = self.snapshots.keep(attempt.get("fingerprint"))
+            except OSError as exc:  # the scoring goes ahead; the recount will say it has no copy
+                attempt["snapshot"] = False
+                attempt["snapshot_error"] = str(exc)[:300]
 
     def _prepare(self) -> None:
         # File changes made before the key press are recorded before it, by events and a rescan (some
@@ -109,7 +128,7 @@ class Scorer:
                                fix="check the container (`rebench-tui doctor`), then score again") from exc
 
     def _outcome(self, reservation: Reservation, result: ExecResult, attempt: dict[str, Any],
-                 final: bool) -> ScoreRecord | None:
+                 final: bool, recount: dict[str, Any] | None = None) -> ScoreRecord | None:
         c = self.core
         if result.refused_links:
             links = result.refused_links
@@ -126,9 +145,16 @@ class Scorer:
             c.emit(ScoringCancelled(result.duration_s))
             return None
         parsed = self.parsed(result)
-        details = {**parsed.details, "duration_s": round(result.duration_s, 3), "final": final, ATTEMPT_KEY: attempt}
+        details = {**parsed.details, "duration_s": round(result.duration_s, 3), "final": final, ATTEMPT_KEY: attempt,
+                   **({RECOUNT_KEY: recount} if recount is not None else {})}
         if result.timed_out:
             details["timeout_s"] = c.profile.score_timeout
+        if result.frozen_processes:  # stopped while it ran, resumed after (the supervisor's --freeze-owner-of)
+            details["participant_processes_stopped"] = result.frozen_processes
+        for key, value in (("temporary_files_removed", result.swept_temporary_files),  # left by the scored run
+                           ("bytecode_files_removed", result.bytecode_files_removed)):  # not in the record
+            if value:
+                details[key] = value
         return self.record(reservation, parsed, details, result.duration_s, attempt, final)
 
     def fill_refused(self, reservation: Reservation, links: list[list[str]]) -> None:

@@ -18,20 +18,13 @@ written. A marker whose row is already in the log (the crash came after the row)
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..safe_write import fsync_dir, write_json
+
 SCORING_STATE = "scoring.json"
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -46,13 +39,7 @@ class ScoringMarker:
     def save(self, path: Path) -> None:
         """Write durably (fsynced file, renamed into place, folder fsynced): it must be on disk
         before the exec starts."""
-        tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(asdict(self), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        write_json(path, asdict(self), durable=True)
 
     @classmethod
     def load(cls, path: Path) -> "ScoringMarker | None":
@@ -73,4 +60,4 @@ class ScoringMarker:
             path.unlink()
         except FileNotFoundError:
             return
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Callable
 
 from ..assets import AssetStore
-from ..catalog import Anchors, Environment
+from ..catalog import Anchors, Environment, Rehearsal
 from ..clock import Clock
 from ..runtime import Runtime, Sandbox
 from ..scoring import Attempt
 from ..store import Store
-from ..trajectory.records import CountingScore, ScoreRecord, SessionMeta
+from ..trajectory.records import CountingScore, Participant, ScoreRecord, SessionMeta
 from .core import SessionCore
 from .ending import Ending
 from .events import Listener, SessionEvent
@@ -57,12 +57,12 @@ class Session:
                time_limit_s: float | None = None, clock: Clock | None = None, store: Store | None = None,
                progress: Callable[[str], None] = lambda _m: None, extra_env: dict[str, str] | None = None,
                asset_store: AssetStore | None = None, secrets: dict[str, str] | None = None,
-               anchors: Anchors | None = None) -> "Session":
-        """A new session. ``anchors``: what its scores are normalized with (the CLI passes the
-        anchors in effect on this host, ``catalog.anchors_in_effect``); default: the manifest's."""
+               anchors: Anchors | None = None, rehearsal: Rehearsal | None = None,
+               participant: Participant | None = None) -> "Session":
+        """A new session; ``opening.create_session`` says what each option does."""
         return create_session(cls, env, profile_name, runtime, sessions_dir, time_limit_s=time_limit_s, clock=clock,
                               store=store, progress=progress, extra_env=extra_env, asset_store=asset_store,
-                              secrets=secrets, anchors=anchors)
+                              secrets=secrets, anchors=anchors, rehearsal=rehearsal, participant=participant)
 
     @classmethod
     def open(cls, folder: Path, env: Environment, runtime: Runtime, *, clock: Clock | None = None,
@@ -102,9 +102,9 @@ class Session:
         self.core.listeners.append(listener)
 
     def status_line(self) -> str:
-        d = self.sandbox.describe()
-        iso = "isolated" if self.sandbox.isolated else "NOT ISOLATED"
-        return f"{self.env.id} · {self.meta.profile} · {d.get('runtime')} ({iso}) · host {d.get('host')} · GPUs {d.get('gpus', 0)}"
+        d, iso = self.sandbox.describe(), "isolated" if self.sandbox.isolated else "NOT ISOLATED"
+        of = f" of {self.profile.gpus} (rehearsal)" if self.meta.gpus else ""
+        return f"{self.env.id} · {self.meta.profile} · {d.get('runtime')} ({iso}) · host {d.get('host')} · GPUs {d.get('gpus', 0)}{of}"
 
     # -- recording (``recording``) --------------------------------------------------------
     @property
@@ -184,9 +184,10 @@ class Session:
         return self.ending.finish_at_time_limit()
 
     def close(self, *, pause_clock: bool | None = True) -> None:
-        """Leave the app. The container keeps running. The clock pauses (True), keeps running
-        (False, recorded as the participant's choice), or is left as it is (None: a headless command)."""
+        """Leave the app. The container keeps running (a finished session's stops if it holds GPUs, to free
+        them). The clock pauses (True), keeps running (False, the participant's choice), or is left (None)."""
         self.recording.stop()
+        self.ending.release_gpus()
         self.ending.closing(pause_clock)  # the row that says it was closed, not interrupted
         self.scorer.flush_backlog()
         self.core.save()

@@ -179,6 +179,7 @@ class AuditLog:
         self._held: list[str] = []  # lines of a failed write, written first by the next one (writer thread only)
         self._queued = 0  # rows queued so far (a count, for tests)
         self.batches = 0  # writes done (one write and one fsync each)
+        self.on_written: list[Callable[[], None]] = []  # called on the writer thread after each write (a study's witness)
         self._closed = False
         self.finished_line: int | None = None  # the finish row's line: the log takes no row after it
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-writer")
@@ -243,6 +244,11 @@ class AuditLog:
             self._held = lines
             raise
         self.batches += 1
+        for fn in list(self.on_written):  # it only wakes whoever sends the rows on; the write has succeeded
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - a listener's trouble is not the write's
+                pass
 
     def _wait_durable(self) -> None:
         """Return once every row queued before this call is on disk; raise if the write that

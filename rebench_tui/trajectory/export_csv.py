@@ -31,7 +31,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..scoring import Aggregation, running_counting
 from .score_log import HEADER, iso_seconds
 from .records import SCORE_LOG
 from .session_records import SessionRecords
@@ -70,8 +69,8 @@ def score_log_rows(rec: SessionRecords) -> list[list[Any]]:
 
 
 def score_rows(rec: SessionRecords) -> list[list[Any]]:
-    counting = running_counting([s.value for s in rec.scorings], Aggregation(rec.meta.aggregation),
-                                [s.fingerprint for s in rec.scorings])
+    counting = rec.meta.rule().running([s.value for s in rec.scorings], [s.fingerprint for s in rec.scorings],
+                                       rec.recounts)
     final = set(rec.counting.scorings) if rec.finished and rec.counting is not None else set()
     group = {i: a.number for a in rec.attempts for i in a.indexes}
     anchors = rec.anchors_record

@@ -394,7 +394,8 @@ def _eval_spec(rec: SessionRecords, ia: dict[str, Any]) -> Any:
         model="none/none", config=ia["EvalConfig"](epochs=1, working_limit=int(m.clock.limit_s)),
         packages={"rebench-tui": __version__, "inspect_ai": ia["inspect_version"]},
         metadata={"rebench_tui": {"session_id": m.id, "run_id": m.run_id, "env_id": m.env_id,
-                                  "status": m.status, "isInteractive": True, "session": m.metadata}},
+                                  "status": m.status, "isInteractive": True, "session": m.metadata,
+                                  "participant": m.participant.model_dump(mode="json")}},
     )
 
 

@@ -38,13 +38,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from ..errors import RebenchError
+from ..safe_write import write_whole
 from .audit import escape_surrogates
 from .entries import TraceEntry
 from .session_records import AUDIT, SessionRecords
@@ -62,11 +61,8 @@ def _dumps(obj: Any) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    """Replace a file whole (a reader never sees half a bundle file)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    """Replace a file whole (a reader never sees half a bundle file); an export is rebuilt if lost."""
+    write_whole(path, text, durable=False)
 
 
 def trace_rows(rec: SessionRecords) -> list[dict[str, Any]]:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..errors import SessionError
 from ..hashing import sha256_file
+from ..safe_write import write_whole
 from . import score_log
 from .audit import read_entries
 from .entries import log_event
@@ -125,10 +124,22 @@ def meta_from_chain(rows: list[dict[str, Any]], folder: Path, base: dict[str, An
         reference_score=float(anchors.get("reference", base.get("reference_score", math.nan))),
         anchors=anchors or None, setting=started.get("setting", base.get("setting")),
         score_timeout_s=float(facts.get("score_timeout_s") or base.get("score_timeout_s") or score.get("timeout") or 600),
+        gpus=_rehearsal_gpus(sandbox, base, facts),
+        participant=started.get("participant") or base.get("participant") or {},
+        timing=bool(score.get("timing", base.get("timing", False))),
+        recount_runs=int(score.get("recount", base.get("recount_runs", 0)) or 0),
         submission=submissions[-1] if submissions else None,
         final_score=_number(finish.get("final_score")), final_attempt=finish.get("final_attempt"),
         final_scorings=list(finish.get("final_scorings") or []), metadata=metadata,
     )
+
+
+def _rehearsal_gpus(sandbox: dict[str, Any], base: dict[str, Any], facts: dict[str, Any]) -> int | None:
+    """GPUs of a rehearsal (fewer than the profile's), as the old file said or the sandbox shows."""
+    if "gpus" in base:
+        return base["gpus"]
+    held, own = sandbox.get("gpus"), facts.get("profile_gpus")
+    return held if isinstance(held, int) and isinstance(own, int) and held != own else None
 
 
 def _number(value: Any) -> float | None:
@@ -164,23 +175,14 @@ def _set_aside(path: Path) -> str | None:
 
 def _write_score_log(folder: Path, rows: list[dict[str, Any]]) -> int:
     """score_log.csv from the scoring rows, as the scorer writes it (timestamp: the row's calledAt)."""
-    fd, tmp = tempfile.mkstemp(prefix=".score_log.", dir=folder)
-    os.close(fd)
-    os.unlink(tmp)
-    n = 0
-    try:
-        score_log.ensure(Path(tmp))
-        for r in rows:
-            c = r["content"]
-            if c.get("type") != "intermediateScore":
-                continue
+    lines = [score_log.row_text(None, math.nan, {}, {})]
+    for r in rows:
+        c = r["content"]
+        if c.get("type") == "intermediateScore":
             value = math.nan if c["score"] is None else float(c["score"])
-            score_log.append(Path(tmp), int(r["calledAt"]) / 1000, value, c.get("message") or {}, c.get("details") or {})
-            n += 1
-        os.replace(tmp, folder / SCORE_LOG)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return n
+            lines.append(score_log.row_text(int(r["calledAt"]) / 1000, value, c.get("message") or {}, c.get("details") or {}))
+    write_whole(folder / SCORE_LOG, "".join(lines), durable=True)
+    return len(lines) - 1
 
 
 def _against_finish(folder: Path, rows: list[dict[str, Any]]) -> str:

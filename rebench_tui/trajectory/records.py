@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal
@@ -13,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..clock import ClockState
+from ..safe_write import write_json
 
 if TYPE_CHECKING:
-    from ..scoring import Attempt
+    from ..scoring import Attempt, Rule
 
 SCHEMA_VERSION = 1
 
@@ -50,6 +48,34 @@ class ClockModel(BaseModel):
     @classmethod
     def from_state(cls, st: ClockState) -> "ClockModel":
         return cls(limit_s=st.limit_s, banked_s=st.banked_s, running_since_wall=st.running_since_wall)
+
+
+# Vivaria's words for whether a human baseliner could use AI tools.
+AiTools = Literal["NO_AI_TOOLS", "AI_TOOLS_AVAILABLE", "UNKNOWN_IF_AI_TOOLS_AVAILABLE"]
+AI_TOOLS_UNKNOWN = "UNKNOWN_IF_AI_TOOLS_AVAILABLE"
+
+
+class Participant(BaseModel):
+    """Who worked, and under which conditions (RE-Bench's experts could use the internet and AI
+    tools). ``None``: not said when the session started."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = None
+    internet: bool | None = None
+    ai_tools: AiTools = AI_TOOLS_UNKNOWN
+
+    def words(self) -> str:
+        internet = {True: "internet allowed", False: "no internet", None: "internet not stated"}[self.internet]
+        tools = {"NO_AI_TOOLS": "no AI tools", "AI_TOOLS_AVAILABLE": "AI tools allowed",
+                 AI_TOOLS_UNKNOWN: "AI tools not stated"}[self.ai_tools]
+        return f"participant {self.id or '(not given)'}, {internet}, {tools}"
+
+
+def participant_of(pid: str | None, internet: bool | None, ai_tools: str) -> Participant:
+    """A participant from the command line's words (``ai_tools``: yes, no or unknown)."""
+    tools = {"yes": "AI_TOOLS_AVAILABLE", "no": "NO_AI_TOOLS"}.get(ai_tools, AI_TOOLS_UNKNOWN)
+    return Participant(id=(pid or "").strip() or None, internet=internet, ai_tools=tools)  # type: ignore[arg-type]
 
 
 class SessionMeta(BaseModel):
@@ -92,6 +118,16 @@ class SessionMeta(BaseModel):
     # environment states no paper setting, or the session was recorded before sessions kept it.
     setting: dict[str, Any] | None = None
     score_timeout_s: float
+    # GPUs the session's container holds where that is fewer than its profile asks for (a
+    # rehearsal: `start --gpus N`; the setting's hardware row says so too). None: the profile's own.
+    gpus: int | None = None
+    # Who worked and under which conditions (``start --participant/--internet/--ai-tools``).
+    participant: Participant = Field(default_factory=Participant)
+    # The environment's score is a measured time (its manifest says so): a failed re-score then
+    # counts against its attempt (scoring.Rule.failures_count). recount_runs: fresh scorings of
+    # the leading attempt the finish takes (0: none). Both False/0 in sessions recorded before.
+    timing: bool = False
+    recount_runs: int = 0
     submission: str | None = None
     # The score that counts at the finish: the median of the counting attempt's valid scorings
     # (see scoring.counting_attempt). final_attempt names the scoring that stands for that
@@ -106,20 +142,16 @@ class SessionMeta(BaseModel):
     def time_limit_s(self) -> float:
         return self.clock.limit_s
 
+    def rule(self) -> "Rule":
+        """How this session's scorings count (``scoring.Rule``)."""
+        from ..scoring import Aggregation, Direction, Rule
+
+        return Rule(Aggregation(self.aggregation), Direction(self.direction), failures_count=self.timing)
+
     def save(self, path: Path) -> None:
-        data = self.model_dump(mode="json")
-        tmp = None
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".session.", dir=path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=2, sort_keys=False)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            write_json(path, self.model_dump(mode="json"), durable=True, indent=2)
         except OSError as exc:  # a full or read-only disk: the previous session.json stays whole
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
             from ..errors import SessionError
 
             raise SessionError(f"{path} could not be written: {exc.strerror or exc}",
@@ -173,6 +205,13 @@ class ScoreRecord:
     def valid(self) -> bool:
         return math.isfinite(self.score)
 
+    @property
+    def recount(self) -> bool:
+        """A fresh scoring the workstation took at the finish (``scoring.is_recount``)."""
+        from ..scoring import is_recount
+
+        return is_recount(self.details)
+
 
 @dataclass(frozen=True)
 class CountingScore:
@@ -191,15 +230,18 @@ class CountingScore:
     representative: int
     low: float
     high: float
+    recount: bool = False  # the scorings are the finish's recount of the attempt (scoring.Rule)
 
     @classmethod
-    def of(cls, attempt: "Attempt", numbers: list[int], normalize: "Callable[[float], float]") -> "CountingScore":
-        """From an attempt of :func:`~rebench_tui.scoring.group_attempts`; ``numbers[i]`` is the
-        number of the i-th scoring of the list it was grouped from."""
+    def of(cls, attempt: "Attempt", numbers: list[int], normalize: "Callable[[float], float]",
+           recounts: "list[bool] | None" = None) -> "CountingScore":
+        """From an attempt of :func:`~rebench_tui.scoring.group_attempts` (or ``Rule.attempt``);
+        ``numbers[i]`` is the number of the i-th scoring of the list it was grouped from,
+        ``recounts[i]`` whether it is a recount."""
         assert attempt.representative is not None, "an invalid attempt never counts"
-        return cls(attempt.median, normalize(attempt.median), attempt.number, attempt.fingerprint,
+        return cls(attempt.score, normalize(attempt.score), attempt.number, attempt.fingerprint,
                    tuple(numbers[i] for i in attempt.valid_indexes), numbers[attempt.representative],
-                   attempt.low, attempt.high)
+                   attempt.low, attempt.high, bool(recounts) and recounts[attempt.indexes[0]])
 
     @property
     def n(self) -> int:

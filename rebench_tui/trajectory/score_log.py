@@ -26,17 +26,25 @@ def ensure(path: Path) -> None:
             os.fsync(fh.fileno())
 
 
-def append(path: Path, wall: float, score: float, message: dict[str, Any], details: dict[str, Any]) -> None:
-    ensure(path)
+def row_text(wall: float | None, score: float, message: dict[str, Any], details: dict[str, Any]) -> str:
+    """One CSV line of the log (the header's, with ``wall`` None and the header's fields)."""
     buf = io.StringIO()
+    if wall is None:
+        csv.writer(buf).writerow(HEADER)
+        return buf.getvalue()
     csv.writer(buf).writerow([
         iso_seconds(wall),
         "nan" if math.isnan(score) else repr(float(score)),
         json.dumps(message, ensure_ascii=False, default=str),
         json.dumps(details, ensure_ascii=False, default=str),
     ])
+    return buf.getvalue()
+
+
+def append(path: Path, wall: float, score: float, message: dict[str, Any], details: dict[str, Any]) -> None:
+    ensure(path)
     with open(path, "a", encoding="utf-8", newline="") as fh:
-        fh.write(buf.getvalue())
+        fh.write(row_text(wall, score, message, details))
         fh.flush()
         os.fsync(fh.fileno())
 

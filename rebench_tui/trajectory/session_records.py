@@ -19,7 +19,7 @@ from typing import Any
 import pydantic_core
 
 from ..errors import RebenchError
-from ..scoring import Aggregation, Attempt, attempt_fingerprint, counting_attempt, group_attempts, normalize
+from ..scoring import Attempt, attempt_fingerprint, is_recount, normalize
 from .records import AUDIT, META, WORKSPACE, CountingScore, SessionMeta
 
 INSTRUCTIONS = f"{WORKSPACE}/instructions.txt"
@@ -308,16 +308,28 @@ class SessionRecords:
     @cached_property
     def attempts(self) -> list[Attempt]:
         """The scorings grouped into attempts (same fingerprint: re-scores of the same files)."""
-        return group_attempts([s.value for s in self.scorings], [s.fingerprint for s in self.scorings])
+        return self.meta.rule().attempts([s.value for s in self.scorings], [s.fingerprint for s in self.scorings])
 
     @cached_property
     def counting(self) -> CountingScore | None:
-        """The score that counts by the rule (``scoring.counting_attempt``), from the log: the median
-        of the best attempt's valid scorings. For a finished session it is session.json's final
-        score (``rebench-tui verify`` checks that they agree)."""
-        a = counting_attempt([s.value for s in self.scorings], Aggregation(self.meta.aggregation),
-                             [s.fingerprint for s in self.scorings])
-        return None if a is None else CountingScore.of(a, [s.attempt for s in self.scorings], self.normalize)
+        """The score that counts by the rule (``SessionMeta.rule``), from the log: the median of the
+        best attempt's valid scorings, or the finish's recount. For a finished session it is
+        session.json's final score (``rebench-tui verify`` checks that they agree)."""
+        a = self.meta.rule().attempt([s.value for s in self.scorings], [s.fingerprint for s in self.scorings],
+                                     self.recounts)
+        return None if a is None else CountingScore.of(a, [s.attempt for s in self.scorings], self.normalize,
+                                                       self.recounts)
+
+    @property
+    def recounts(self) -> list[bool]:
+        """Which scorings the finish took to recount the leading attempt (``scoring.is_recount``)."""
+        return [is_recount(s.details) for s in self.scorings]
+
+    @property
+    def paper_score(self) -> float:
+        """The score by RE-Bench's rule: the best valid scoring the participant asked for (the last
+        for ``last``), recounts left out (``scoring.Rule.paper``); NaN if none is valid."""
+        return self.meta.rule().paper([s.value for s in self.scorings], self.recounts)
 
     @property
     def final_scoring(self) -> Scoring | None:
@@ -377,7 +389,27 @@ class SessionRecords:
             "start_score": m.start_score, "reference_score": m.reference_score,
             "anchors": self.anchors_record,
             "setting": m.setting,  # how its profile stands on the paper's setting (catalog.setting)
+            # who worked and under which conditions; ai_tools in Vivaria's words
+            "participant": m.participant.id, "internet": m.participant.internet, "ai_tools": m.participant.ai_tools,
+            # the scores by both rules (scoring.Rule): RE-Bench's best single scoring, and the workstation's
+            "scores": self.scores_by_rule,
         }
+
+    @property
+    def scores_by_rule(self) -> dict[str, Any]:
+        """The score by the paper's rule and by the workstation's (``counting``), and how the
+        latter was counted: ``recount`` (fresh scorings at the finish), ``attempt medians``, or
+        None where it cannot be computed (no scoring carries a fingerprint)."""
+        paper = self.paper_score
+        c = self.counting
+        how = None
+        if c is not None:
+            how = "recount" if c.recount else "attempt medians"
+        if self.scorings and not any(s.fingerprint for s in self.scorings):
+            how = None
+        return {"paper": paper if math.isfinite(paper) else None,
+                "robust": None if how is None or c is None else c.score, "robust_how": how,
+                "timing": self.meta.timing, "recount_runs": self.meta.recount_runs}
 
     @property
     def anchors_record(self) -> dict[str, Any]:

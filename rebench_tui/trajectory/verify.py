@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..scoring import Aggregation, attempt_fingerprint, counting_attempt
+from ..scoring import Aggregation, Direction, Rule, attempt_fingerprint, is_recount
 from .audit import genesis_hash, line_hash
 from .entries import TraceEntry
 from .records import AUDIT, META, SCORE_LOG, SessionMeta
@@ -250,15 +250,18 @@ def _check_final_score(rows: list[dict[str, Any]], meta: dict[str, Any], report:
     scorings = [r["content"] for r in rows if r["content"]["type"] == "intermediateScore"]
     values = [math.nan if c["score"] is None else float(c["score"]) for c in scorings]
     # Re-scores of unchanged files (the same attempt fingerprint) count with their median; a row
-    # recorded without a fingerprint (an older session) is an attempt of its own.
+    # recorded without a fingerprint (an older session) is an attempt of its own; a recount at the
+    # finish counts alone (scoring.Rule).
     fingerprints = [attempt_fingerprint(c.get("details")) for c in scorings]
     try:
-        aggregation = Aggregation(meta.get("aggregation"))
+        rule = Rule(Aggregation(meta.get("aggregation")), Direction(meta.get("direction", "lower")),
+                    failures_count=bool(meta.get("timing")))  # direction plays a part only where failures count
     except ValueError:
-        report.add("final score", False, f"session.json's aggregation {meta.get('aggregation')!r} is not a rule")
+        report.add("final score", False, f"session.json's rule ({meta.get('aggregation')!r}, "
+                                         f"{meta.get('direction')!r}) is not one")
         return
-    counting = counting_attempt(values, aggregation, fingerprints)
-    expected = None if counting is None else counting.median
+    counting = rule.attempt(values, fingerprints, [is_recount(c.get("details")) for c in scorings])
+    expected = None if counting is None else counting.score
     stated = meta.get("final_score")
     try:
         ok = (expected is None and stated is None) or (expected is not None and stated is not None
@@ -266,10 +269,11 @@ def _check_final_score(rows: list[dict[str, Any]], meta: dict[str, Any], report:
     except (TypeError, ValueError):
         ok = False
     how = "" if counting is None or counting.n == 1 else (
-        f" (the median of attempt {counting.number}'s {counting.n} scorings "
+        f" (the {'worst valid' if counting.failures and rule.failures_count else 'median'} of attempt "
+        f"{counting.number}'s {counting.n} scorings "
         f"{', '.join(str(i + 1) for i in counting.valid_indexes)})")
     report.add("final score", ok, f"session.json says {stated}, the audit log's scorings give {expected}{how} "
-                                  f"by rule {aggregation.value}")
+                                  f"by rule {meta.get('aggregation')}")
     named = meta.get("final_scorings")
     if named:  # written since attempts are grouped: the scorings whose median the final score is
         want = [] if counting is None else [i + 1 for i in counting.valid_indexes]

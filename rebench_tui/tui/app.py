@@ -7,26 +7,29 @@ never counted in ticks.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
+from textual.screen import Screen
 from textual.widgets import Footer, Markdown, Static
 from textual.worker import Worker, WorkerFailed, WorkerState
 
 from ..catalog.setting import recorded_differences, setting_words
 from ..clock import format_hms
 from ..errors import RebenchError
-from ..scoring import Attempt, group_attempts
+from ..scoring import Attempt
 from ..session import Session
 from ..session.events import (ClockChanged, CommandsRecorded, FilesRecorded, LinkLost, LinkRestored, NoteSaved,
                               RecordingTrouble, ScoreRecorded, ScoringCancelled, SessionEvent, SessionFinished,
@@ -56,13 +59,15 @@ class RebenchApp(App[None]):
         Binding("ctrl+c", "quit_confirm", "Quit", id="quit_ctrl_c", show=False, priority=True),
     ]
 
-    def __init__(self, session: Session, *, keymap_path: Path | None = None, tick_s: float = 0.25,
-                 watch_files: bool = True, agent_runs: str | None = None) -> None:
+    def __init__(self, session: Session, *, keymap_path: Path | None = None, keymap: dict[str, str] | None = None,
+                 tick_s: float = 0.25, watch_files: bool = True, agent_runs: str | None = None, witness=None) -> None:
         super().__init__()
         self.session = session
+        self.witness = witness  # a study's witness (study.witness.Witness): its state is on the status line
         self.tick_s = tick_s
         self.watch_files = watch_files
-        self.keymap_path = keymap_path
+        # Checked here, before the app runs: a bad file is a RebenchError for the caller, not a traceback.
+        self.keymap = keymap if keymap is not None else load_keymap(keymap_path, self.binding_ids())
         self.agent_runs = agent_runs  # Settings.agent_runs ($REBENCH_AGENT_RUNS): shown by the compare key
         self._cancel = threading.Event()
         self._score_started: float | None = None
@@ -88,7 +93,7 @@ class RebenchApp(App[None]):
                 yield Static("Score history", classes="section")
                 with Vertical(id="history"):
                     yield ScoreTable(s.hidden, id="score-table")
-                    yield ScoreChart(s.hidden, s.aggregation, id="score-chart")
+                    yield ScoreChart(s.hidden, s.aggregation, id="score-chart", rule=s.meta.rule())
                 yield Static("Files and commands", classes="section")
                 yield FileFeed(id="files")
         yield Footer()
@@ -114,7 +119,13 @@ class RebenchApp(App[None]):
         s = self.session
         warn = "" if s.sandbox.isolated else "  ⚠ NOT ISOLATED (local runtime): commands and the scorer run as you"
         link = "" if link_up else f"  ⚠ LINK DOWN to {s.sandbox.host}: reconnecting; the clock keeps running, records are kept"
-        return f"{s.meta.title} · {s.status_line()} · session {s.id}{warn}{link}"
+        seen = "" if self.witness is None else f" · {self.witness.words()}"
+        return f"{s.meta.title} · {s.status_line()} · session {s.id}{seen}{warn}{link}"
+
+    def _show_witness(self) -> None:
+        status = self.query_one("#status", Static)
+        status.update(self._status_text(self._link_up))
+        status.set_class(not self.witness.state().current, "witness-behind")
 
     def _show_link(self, up: bool) -> None:
         self._link_up = up
@@ -122,17 +133,22 @@ class RebenchApp(App[None]):
         status.update(self._status_text(up))
         status.set_class(not up, "link-down")
 
+    @classmethod
+    def binding_ids(cls) -> set[str]:
+        """The ids a keymap file may remap."""
+        return {b.id for b in cls.BINDINGS if isinstance(b, Binding) and b.id}
+
     def on_mount(self) -> None:
-        ids = {b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id}
-        keymap = load_keymap(self.keymap_path, ids)
-        if keymap:
-            self.set_keymap(keymap)
+        if self.keymap:
+            self.set_keymap(self.keymap)
         self._show_history(tuple(self.session.history), self.session.final())
         self.session.subscribe(lambda ev: self.post_message(SessionUpdate(ev)))
         if self.watch_files:
             self._command(self._start_recording, group="watch")
         self.refresh_clock()
         self.set_interval(self.tick_s, self.refresh_clock)
+        if self.witness is not None:
+            self.set_interval(1.0, self._show_witness)
         if self.session.finished:
             self.query_one(FileFeed).add_line("this session is finished: records are read-only, scoring is closed")
         for note in self.session.resume_notes:  # e.g. a scoring the app died during, settled on reopening
@@ -230,7 +246,9 @@ class RebenchApp(App[None]):
         """The score table, the chart and the counting line, from a snapshot of the scorings;
         returns the scorings grouped into attempts."""
         self._history = history
-        attempts = group_attempts([r.score for r in history], [r.fingerprint for r in history])
+        # the finish's recount scorings are a group of their own (they count alone: scoring.Rule)
+        attempts = self.session.meta.rule().attempts(
+            [r.score for r in history], [f"recount:{r.fingerprint}" if r.recount else r.fingerprint for r in history])
         self.query_one(ScoreTable).show(list(history), attempts, counting)
         self.query_one(ScoreChart).set_records(list(history))
         self._show_best(counting, len(history))
@@ -245,12 +263,17 @@ class RebenchApp(App[None]):
         elif best is None:
             text = f"no valid score yet · counts: {rule} · {anchors}"
         else:
-            if best.n == 1:
-                which = f"scoring {best.representative}"
+            spread = f"{_fmt(best.low)}–{_fmt(best.high)}"
+            if best.recount:  # the finish's fresh scorings of the leading attempt
+                which = f"attempt {best.attempt} recounted at the finish: median of {best.n} fresh scorings, {spread}"
+            elif best.n == 1:
+                which = f"scoring {best.representative}, one scoring: no spread yet"
             else:  # re-scores of unchanged files: their median counts, not the luckiest of them
-                which = (f"attempt {best.attempt}: median of {best.n} re-scores, "
-                         f"{_fmt(best.low)}–{_fmt(best.high)}")
-            text = f"counts ({rule}): {_fmt(best.score)} (normalized {fmt_normalized(best.normalized)}, {which}) · {anchors}"
+                which = f"attempt {best.attempt}: median of {best.n} re-scores, {spread}"
+            runs = meta.recount_runs
+            later = f" · at the finish it is scored {runs} more times" if runs and not self.session.finished else ""
+            text = (f"counts ({rule}): {_fmt(best.score)} (normalized {fmt_normalized(best.normalized)}, {which})"
+                    f"{later} · {anchors}")
         self.query_one("#best", Static).update(text)
 
     # -- scoring --------------------------------------------------------------------------
@@ -390,7 +413,7 @@ class RebenchApp(App[None]):
         lines = ["# Keys", "", "| key | does |", "|---|---|"]
         for b in self.BINDINGS:
             if isinstance(b, Binding) and b.show or b.id == "cancel_score":
-                shown = next((ab.binding.key for ab in keys.values() if ab.binding.id == b.id), b.key)
+                shown = self.get_key_display(next((ab.binding for ab in keys.values() if ab.binding.id == b.id), b))
                 lines.append(f"| `{shown}` | {b.description} |")
         lines += ["", "Remap keys in a keymap file (`binding id = \"key\"`): ids are "
                   + ", ".join(f"`{b.id}`" for b in self.BINDINGS if isinstance(b, Binding) and b.id) + ".",
@@ -411,12 +434,26 @@ class RebenchApp(App[None]):
     async def action_quit(self) -> None:  # the command palette's quit goes through the same dialog
         self.action_quit_confirm()
 
-    def on_unmount(self) -> None:
-        # Wait for a cancelled scoring to record itself before the session closes.
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The command palette (ctrl+p) offers the session's commands too, each with its key as
+        the keymap file set it."""
+        yield from super().get_system_commands(screen)
+        for b in self.BINDINGS:
+            if isinstance(b, Binding) and b.id in PALETTE:
+                key = self.get_key_display(replace(b, key=self.keymap.get(b.id, b.key), key_display=None))
+                yield SystemCommand(f"{b.description} ({key})", PALETTE[b.id], getattr(self, f"action_{b.action}"))
+
+    async def on_unmount(self) -> None:
+        """Close the session in a thread, off the screen's: waiting for a cancelled scoring to
+        record itself and writing the closing rows never block the event loop."""
+        await asyncio.to_thread(self._close_session)
+
+    def _close_session(self) -> None:
         deadline = time.monotonic() + 30
         while self.session.scoring and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.session.close(pause_clock=self.closed_with != "keep")
+        if self.session.lock.held:  # else closed already (or never opened here)
+            self.session.close(pause_clock=self.closed_with != "keep")
 
 
 def _rescore_note(attempts: list[Attempt], rec: ScoreRecord) -> str:
@@ -425,9 +462,16 @@ def _rescore_note(attempts: list[Attempt], rec: ScoreRecord) -> str:
     for a in attempts:
         if pos in a.indexes and len(a.indexes) > 1:
             return (f"; files unchanged: re-score of attempt {a.number}, which counts with the median of its "
-                    f"{a.n} valid scorings, {_fmt(a.median)}")
+                    f"{a.n} valid scorings, {_fmt(a.score)}")
     return ""
 
+
+# The session's commands in the command palette, with what each does (quit is Textual's own entry,
+# which goes through the same dialog).
+PALETTE = {"score": "Run the protected scorer on the files as they are now", "cancel_score": "Cancel the running scoring",
+           "pause": "Pause or resume the working clock", "note": "Write a note into the record",
+           "shell": "Open a login shell in the container", "submit": "Submit: one last scoring, then the session finishes",
+           "compare": "Compare with this environment's other sessions and agent runs", "help": "The keys and where the records are"}
 
 COMMAND_WORDS = {"score": "scoring", "submit": "the submission", "finish_at_time_limit": "the final scoring",
                  "pause": "pausing the clock", "resume": "resuming the clock", "note": "saving the note",

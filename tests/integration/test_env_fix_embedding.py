@@ -102,6 +102,7 @@ def _hf_layout(model, folder):
     torch.save(sd, folder / "pytorch_model.bin")
 
 
+@pytest.mark.slow  # converts two checkpoints with torch: 4-6 s here
 def test_from_local_downloads_converts_hugging_face_checkpoints(catalog, tmp_path):
     """The gpu profile's loading code, on files generated here in the hub's layout."""
     sys.path.insert(0, str(ENV_DIR / "solution"))

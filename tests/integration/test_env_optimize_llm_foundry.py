@@ -19,7 +19,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.docker
 ENV_DIR = ROOT / "environments" / "optimize_llm_foundry"
-MAX_NORM = 0.03
+MAX_NORM = 0.3
 
 
 def _restore(sol, saved: dict) -> None:

@@ -10,6 +10,7 @@ environment, the linker cache set up inside, and the participant's view.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from rebench_tui.catalog import load_catalog
 from rebench_tui.doctor import Doctor
 from rebench_tui.errors import RuntimeUnavailable
 from rebench_tui.hosts import Host, load_hosts
+from rebench_tui.runtime.gpus import query_fields_known
 from rebench_tui.session import Session
 from tests.conftest import FIXTURE_ENVS, KNOWN_IMAGES
 
@@ -36,19 +38,34 @@ score_timeout = "5s"
 resources = { cpus = 1, memory = "256m", gpus = 1 }
 '''
 
-# Stands in for the driver's nvidia-smi: one row per /dev/nvidiaN the container has (the real one
-# lists the GPUs whose nodes it can open), in QUERY / QUERY_DEVICES's columns.
+# Stands in for the driver's nvidia-smi: one GPU per /dev/nvidiaN the container has (the real one
+# lists the GPUs whose nodes it can open). Like the real one it refuses a --query-gpu field that a
+# real driver does not know (KNOWN: the fields an H200's driver listed), and prints `-q`'s blocks
+# with each GPU's UUID and minor number.
+KNOWN = sorted(query_fields_known((Path(__file__).resolve().parents[1] / "fixtures" / "nvidia" /
+                                   "h200-help-query-gpu.txt").read_text()))
 FAKE_SMI = r'''#!/bin/sh
+known=" @KNOWN@ "
+gpus() { for d in /dev/nvidia[0-9]*; do [ -c "$d" ] && echo "${d#/dev/nvidia}"; done; }
+case "$1" in
+  -q)
+    for n in $(gpus); do
+      echo "GPU 00000000:0$n:00.0"
+      echo "    GPU UUID                              : GPU-00000000-0000-0000-0000-00000000000$n"
+      echo "    Minor Number                          : $n"
+    done
+    exit 0 ;;
+  --query-gpu=*)
+    for f in $(echo "${1#--query-gpu=}" | tr , ' '); do
+      case "$known" in *" $f "*) ;; *) echo "Field \"$f\" is not a valid field to query."; exit 2 ;; esac
+    done ;;
+esac
 i=0
-for d in /dev/nvidia[0-9]*; do
-  [ -c "$d" ] || continue
-  n=${d#/dev/nvidia}
-  row="$i, GPU-00000000-0000-0000-0000-00000000000$n, Stand-in GPU, 81559, 0"
-  case "$*" in *minor_number*) row="$row, $n";; esac
-  echo "$row"
+for n in $(gpus); do
+  echo "$i, GPU-00000000-0000-0000-0000-00000000000$n, Stand-in GPU, 81559, 0"
   i=$((i + 1))
 done
-'''
+'''.replace("@KNOWN@", " ".join(KNOWN))
 
 
 @dataclass
@@ -171,6 +188,46 @@ def test_each_session_gets_its_own_gpu_node_the_driver_and_nothing_more(fake_gpu
     open_sessions.remove(a)
     c = start()
     assert "/dev/nvidia2" in [x["PathInContainer"] for x in c.sandbox.container.attrs["HostConfig"]["Devices"]]
+
+
+def test_a_rehearsal_on_fewer_gpus_holds_that_many_and_says_so_and_a_finished_session_frees_them(
+        fake_gpu_host, docker_runtime, settings, gpu_env, open_sessions, tmp_path):
+    """A two-GPU profile on a host with one GPU free: refused with the rehearsal offered; with
+    ``--gpus 1`` it holds one node and its record, status line and resume say so. Finishing and
+    closing stops the container, so its GPU is free for the next session at once."""
+    from rebench_tui.catalog import Rehearsal
+
+    import shutil
+
+    root = tmp_path / "two-gpu-envs"
+    shutil.copytree(FIXTURE_ENVS / "toy_score", root / "toy_score", ignore=shutil.ignore_patterns("__pycache__"))
+    with (root / "toy_score" / "environment.toml").open("a") as fh:
+        fh.write(GPU_PROFILE.replace("gpus = 1", "gpus = 2"))
+    env = load_catalog(root, KNOWN_IMAGES).get("toy_score")
+    docker_runtime.host_config = fake_gpu_host.host
+    other = Session.create(gpu_env, "gpu", docker_runtime, settings.sessions)  # holds one of the two
+    open_sessions.append(other)
+    with pytest.raises(RuntimeUnavailable) as exc:
+        Session.create(env, "gpu", docker_runtime, settings.sessions)
+    assert "needs 2 free GPU(s)" in exc.value.what and "start ENV --gpus 1" in exc.value.fix
+
+    s = Session.create(env, "gpu", docker_runtime, settings.sessions, rehearsal=Rehearsal(gpus=1))
+    open_sessions.append(s)
+    nodes = [x["PathInContainer"] for x in s.sandbox.container.attrs["HostConfig"]["Devices"] if x["PathInContainer"][-1].isdigit()]
+    assert len(nodes) == 1 and s.meta.gpus == 1 and s.sandbox.describe()["gpus"] == 1
+    assert s.status_line().endswith("GPUs 1 of 2 (rehearsal)")
+    started = json.loads((s.folder / "audit.jsonl").read_text().splitlines()[0])
+    assert "on 1 GPU(s) instead of 2 (a rehearsal)" in started["content"]["content"][0]
+    s.close()
+    again = Session.open(s.folder, env, docker_runtime)  # resumed: still the rehearsal, not the profile's 2
+    assert again.sandbox.spec.profile.gpus == 1 and again.status_line().endswith("(rehearsal)")
+    again.submit("")
+    again.close()
+    again.sandbox.container.reload()
+    assert again.sandbox.container.status == "exited"   # finished and closed: the GPU is let go
+    held = {g.node: g.claimed_by for g in docker_runtime.gpu_inventory()}
+    assert list(held.values()).count(None) == 1 and f"rebench-{other.id}" in held.values()
+    assert (again.folder / "workspace").is_dir() and again.meta.status == "finished"   # the records and home stay
 
 
 def test_devices_mode_without_nodes_or_driver_is_refused_naming_what_is_missing(fake_gpu_host, tmp_path, docker_runtime,

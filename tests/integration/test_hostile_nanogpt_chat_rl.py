@@ -62,11 +62,9 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_foreve
 
 
 @pytest.fixture(scope="module")
-def arena(tmp_path_factory):
+def arena(tmp_path_factory, docker_client):
     """tests.hostile.arena_fixture's session, with the made-up judge key the smoke profile requires
     (and assets prepared again if the cached ones predate the prepare-time order seed)."""
-    import docker
-
     from rebench_tui.assets import AssetStore
     from rebench_tui.catalog import load_catalog
     from rebench_tui.config import Settings
@@ -74,11 +72,7 @@ def arena(tmp_path_factory):
     from rebench_tui.session import Session
     from tests.conftest import KNOWN_IMAGES
 
-    try:
-        client = docker.from_env(timeout=30)
-        client.ping()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"no Docker engine: {exc}")
+    client = docker_client  # conftest: skips without an engine, fails under REBENCH_REQUIRE_DOCKER=1
     settings = Settings(root=ROOT, sessions_dir=tmp_path_factory.mktemp("hostile-ncr") / "sessions")
     env = load_catalog(ROOT / "environments", KNOWN_IMAGES).get("nanogpt_chat_rl")
     store = AssetStore(Settings().cache_dir)
@@ -213,5 +207,10 @@ def test_a_judge_squatting_the_proxy_port_is_never_asked(arena, honest):
     assert record.score == pytest.approx(honest, abs=1e-9), (record.score, honest)
 
 
-def test_report(arena, honest):
+def test_no_hostile_scoring_of_this_module_beats_honest(arena, honest):
+    """Across every scoring the tests above made (refused, NaN, or a number): none above honest."""
+    beat = {name: score for name, score in SCORES.items()
+            if isinstance(score, float) and math.isfinite(score) and score > honest + 1e-9}
+    assert not beat, f"hostile scorings above the honest {honest}: {beat}"
+    assert SCORES.get("honest (base model)") == honest, SCORES
     print("nanogpt_chat_rl hostile scores:", SCORES)

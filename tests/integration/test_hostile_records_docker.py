@@ -1,7 +1,7 @@
-"""Hostile inputs against the records in a real container (issue 26, the hostile-input suite): a
+"""Hostile inputs against the records in a real container (the hostile-input suite): a
 process of the participant's killed by the kernel for memory is said in the record, from the
 container's cgroup memory events (Docker's ``OOMKilled`` stays false: the killed process was not
-the container's first). Failed on the code before issue 26: nothing in the record said it."""
+the container's first). Failed on the code before this test: nothing in the record said it."""
 
 from __future__ import annotations
 

@@ -64,6 +64,7 @@ def test_starting_solution_scores_its_start_score(arena, honest):
     ("forbidden_softmax", "disallowed_operation", "softmax"),
     ("forbidden_division", "disallowed_operation", "aten.div"),
     ("stateful_graph", "error", "writes into its arguments"),
+    ("cast_in_scatter", "disallowed_operation", "conversion from float32 to int64"),
 ])
 def test_hostile_solution_ends_as_nan_with_a_reason(arena, honest, name, key, text):
     record = run_hostile(arena, name)

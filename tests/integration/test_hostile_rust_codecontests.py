@@ -26,10 +26,8 @@ SECRET = "sk-rcc-hostile-made-up-5Jq8"
 
 
 @pytest.fixture(scope="module")
-def arena(tmp_path_factory):
+def arena(tmp_path_factory, docker_client):
     """tests.hostile.arena_fixture's session, with the made-up API key the smoke profile requires."""
-    import docker
-
     from rebench_tui.assets import AssetStore
     from rebench_tui.catalog import load_catalog
     from rebench_tui.config import Settings
@@ -37,11 +35,7 @@ def arena(tmp_path_factory):
     from rebench_tui.session import Session
     from tests.conftest import KNOWN_IMAGES
 
-    try:
-        client = docker.from_env(timeout=30)
-        client.ping()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"no Docker engine: {exc}")
+    client = docker_client  # conftest: skips without an engine, fails under REBENCH_REQUIRE_DOCKER=1
     settings = Settings(root=ROOT, sessions_dir=tmp_path_factory.mktemp("hostile-rcc") / "sessions")
     env = load_catalog(ROOT / "environments", KNOWN_IMAGES).get("rust_codecontests")
     store = AssetStore(Settings().cache_dir)
@@ -72,8 +66,9 @@ def honest(arena):
     return r.score
 
 
-def run_hostile(arena, name: str):
-    """Score the hostile scaffold ``name`` once (later tests reuse the record)."""
+def run_hostile(arena, name: str, aftermath: bool = True):
+    """Score the hostile scaffold ``name`` once (later tests reuse the record). ``aftermath``: no
+    process of the participant's may still run (False where the test runs a helper of its own)."""
     if name in RECORDS:
         return RECORDS[name]
     arena.reset()
@@ -83,7 +78,8 @@ def run_hostile(arena, name: str):
     record = arena.score()
     SCORES[name] = record.score
     print(f"hostile {name}: score {record.score} message {record.message}")
-    check_aftermath(arena, before)
+    if aftermath:
+        check_aftermath(arena, before)
     assert nobody_processes(arena) == [], "a program's process outlived the scoring"
     assert record.details.get("scorer_matches_catalog") is True, record.details
     RECORDS[name] = record
@@ -139,6 +135,29 @@ def test_programs_cannot_carry_their_input_out(arena, honest):
     assert left == "0", left
 
 
+def test_a_watcher_started_before_the_scoring_learns_nothing_of_the_hidden_inputs(arena, honest):
+    """The side channel out of a judged program: it opens world-readable files chosen by its input
+    while a helper of the participant's watches them with inotify. The programs run in their own
+    build folder as their whole filesystem (they reach no file of the machine's) and the helper is
+    stopped while the scoring runs: it records no open, then or after."""
+    watcher = (HOSTILE / "inotify_watcher.py").read_text()
+    arena.write({".watcher.py": watcher})
+    arena.session.sandbox.container.exec_run(["setsid", "python3", "/home/agent/.watcher.py"], user="agent", detach=True)
+    for _ in range(100):
+        if arena.root("test -e /home/agent/.cache/leaked/ready && echo y").stdout.strip() == "y":
+            break
+        time.sleep(0.1)
+    try:
+        record = run_hostile(arena, "open_beacons", aftermath=False)
+        time.sleep(1.0)  # resumed: anything queued while it was stopped is read by now
+        opens = arena.root("cat /home/agent/.cache/leaked/opens 2>/dev/null | wc -l").stdout.strip()
+        assert opens == "0", f"the helper saw {opens} opens of its beacons by judged programs"
+        got = [r["detail"] for r in record.details["per_problem"] if r["outcome"] == "wrong_answer"]
+        assert got and all("beacons:0" in d for d in got), got
+    finally:
+        arena.root("pkill -9 -u agent -f .watcher.py; rm -rf /home/agent/.watcher.py /home/agent/.cache/leaked /tmp/rcc_beacons")
+
+
 def test_answers_are_data_the_scorer_checks(arena, honest):
     record = run_hostile(arena, "garbage_answers")
     rows = record.details["per_problem"]
@@ -161,5 +180,11 @@ def test_daemons_are_ended(arena, honest):
     assert before == after, "the scaffold's daemon still writes"
 
 
-def test_report(arena, honest):
+def test_every_scaffold_in_the_hostile_folder_is_scored_and_none_beats_honest(arena, honest):
+    """A scaffold added to reference/hostile/ is scored here even before a test names it (with the
+    checks every hostile scoring gets), and no hostile scoring beats the honest one."""
+    names = sorted(p.stem.removeprefix("solve_") for p in HOSTILE.glob("solve_*.py"))
+    assert len(names) >= 9, names
+    for name in names:
+        assert_no_fake_best(run_hostile(arena, name), honest, Direction.HIGHER)
     print("rust_codecontests hostile scores:", SCORES)

@@ -9,6 +9,7 @@ code as the starting solution). The same files run on the GPU in reference/harne
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -89,3 +90,110 @@ def test_a_fork_bomb_stops_at_the_process_limit_and_the_container_lives(arena, h
     assert record.details["scorer_sha256"], "the scorer itself survived and wrote the result"
     assert participant_processes(arena) == []
     assert arena.root("echo alive").stdout.strip() == "alive"
+
+
+# -- a scoring in a clean room: its processes import only what the scorer means ---------------
+
+PLANT_PYC = """
+import importlib.util, os, py_compile, struct
+src = '/home/agent/solution/solution.py'
+pyc = importlib.util.cache_from_source(src)
+py_compile.compile('/home/agent/planted.py', cfile=pyc, dfile=src, doraise=True)
+st = os.stat(src)
+data = bytearray(open(pyc, 'rb').read())
+data[8:16] = struct.pack('<II', int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF)
+open(pyc, 'wb').write(data)
+os.unlink('/home/agent/planted.py')
+print(pyc)
+"""
+
+
+def doors(arena) -> str:
+    return arena.root("cat /home/agent/.door-* 2>/dev/null; rm -f /home/agent/.door-*").stdout
+
+
+def test_a_planted_pyc_never_runs_in_place_of_the_recorded_source(arena, honest):
+    """Python prefers a __pycache__ file stamped like its source; those files are not in the record,
+    so the participant's bytecode files are removed before a scoring: the recorded solution.py runs."""
+    arena.reset()
+    arena.write({"solution/_honest.py": (HOSTILE / "_honest.py").read_text(),
+                 "planted.py": (HOSTILE / "planted_pyc.py").read_text(), "plant.py": PLANT_PYC})
+    planted = arena.agent("python3 /home/agent/plant.py; rc=$?; rm -f /home/agent/plant.py; exit $rc")
+    assert planted.exit_code == 0 and "__pycache__" in planted.stdout, planted
+    doors(arena)
+    record = arena.score()
+    assert doors(arena) == "", "the planted bytecode ran in the scorer's worker"
+    assert math.isfinite(record.score) and record.message["results_match"] is True, record.message
+    assert record.details.get("bytecode_files_removed", 0) >= 1, record.details
+    arena.root("rm -rf /home/agent/solution/__pycache__")
+
+
+def test_the_broker_imports_nothing_from_the_participants_home(arena, honest):
+    """The GPU side runs as the participant's user: a ~/statistics.py or a usercustomize in the user
+    site must not load into it. Tried on the CPU through REBENCH_TRITON_BROKER=1 (the broker path
+    of the gpu profile, with the smoke sizes)."""
+    from rebench_tui.scoring import parse_scorer_output
+
+    arena.reset()
+    shadow = (HOSTILE / "stdlib_shadow.py").read_text()
+    site = arena.agent("python3 -c 'import site; print(site.getusersitepackages())'").stdout.strip()
+    assert site.startswith("/home/agent/"), site
+    rel_site = site[len("/home/agent/"):]
+    arena.write({"statistics.py": shadow, f"{rel_site}/usercustomize.py": shadow})
+    doors(arena)
+    try:
+        sandbox = arena.session.sandbox
+        r = sandbox.exec([sandbox.python, f"{sandbox.protected}/score.py"], user="root", workdir=sandbox.home,
+                         env={"REBENCH_TRITON_BROKER": "1"}, timeout=300)
+        parsed = parse_scorer_output(r.result, r.stdout, r.stderr, r.exit_code)
+    finally:
+        arena.root(f"rm -rf /home/agent/statistics.py /home/agent/{rel_site.split('/')[0]}")
+    # (the solution's own worker may load them: it runs the participant's code anyway)
+    assert "--broker" not in doors(arena), "a file of the participant's home ran inside the scorer's GPU side"
+    broker = parsed.details.get("gpu_broker") or {}
+    assert broker.get("isolated") is True and broker.get("cwd") == "/" and broker.get("dumpable") is False, broker
+    assert not broker["home"].startswith("/home/agent"), broker
+    assert not any(p == "" or p.startswith("/home/agent") for p in broker.get("path", [])), broker
+    assert parsed.message.get("results_match") is True, parsed.message
+    median = sorted(parsed.details["per_call_ms"])[len(parsed.details["per_call_ms"]) // 2]
+    assert parsed.message["time_ms"] == pytest.approx(median, rel=1e-3), (parsed.message, parsed.details["per_call_ms"])
+
+
+def test_nothing_started_before_the_scoring_can_watch_it(arena, honest):
+    """A helper started from the participant's shell before the scoring looks for the scorer's
+    worker every 10 ms: the participant's processes are stopped while a scoring runs (and resumed
+    after), so it never sees one, and it is running again afterwards."""
+    arena.reset()
+    helper = ("echo $$ > /home/agent/watcher.pid; while :; do "
+              "pgrep -u agent -f 'rebench[_]scorer' >/dev/null && echo seen >> /home/agent/watcher.log; sleep 0.01; done")
+    arena.session.sandbox.container.exec_run(["setsid", "bash", "-c", helper], user="agent", detach=True)
+    pid_file = arena.workspace / "watcher.pid"
+    for _ in range(100):
+        if pid_file.is_file() and pid_file.read_text().strip():
+            break
+        time.sleep(0.1)
+    pid = int(pid_file.read_text())
+    try:
+        time.sleep(0.3)
+        assert arena.root("cat /home/agent/watcher.log 2>/dev/null | wc -l").stdout.strip() == "0"  # it sees nothing else
+        record = arena.score()
+        assert math.isfinite(record.score), record.message
+        seen = arena.root("cat /home/agent/watcher.log 2>/dev/null | wc -l").stdout.strip()
+        assert seen == "0", f"a process started before the scoring watched it ({seen} sightings)"
+        assert record.details.get("participant_processes_stopped", 0) >= 1, record.details
+        state = arena.root(f"ps -o stat= -p {pid}").stdout.strip()
+        assert state and not state.startswith("T"), f"the helper was not resumed after the scoring: {state!r}"
+    finally:
+        arena.root(f"kill -9 {pid}; rm -f /home/agent/watcher.pid /home/agent/watcher.log; true")
+        for _ in range(50):  # its last `sleep 0.01` ends by itself
+            if not participant_processes(arena):
+                break
+            time.sleep(0.1)
+
+
+def test_nothing_the_scored_run_leaves_in_shared_temporary_folders_survives_it(arena, honest):
+    record = run_hostile(arena, "tmp_leftover")
+    assert math.isfinite(record.score), record.message
+    left = arena.root("ls -d /tmp/rebench-memo /dev/shm/rebench-memo 2>/dev/null").stdout.split()
+    assert left == [], f"the scored run left {left} for the next scoring"
+    assert record.details.get("temporary_files_removed", 0) >= 4, record.details

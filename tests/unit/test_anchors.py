@@ -182,4 +182,4 @@ def test_anchors_overrides(calibrated_toy, tmp_path, fake_clock):
     bad = tmp_path / "bad.toml"
     bad.write_text("[environments.triton_cumsum]\nstart = 1\n")
     r = CliRunner().invoke(main, ["compare", str(AGENTS), "--no-humans", "--anchors", str(bad)])
-    assert r.exit_code == 2 and "needs numeric start and reference" in r.output
+    assert r.exit_code == 1 and "needs numeric start and reference" in r.output

@@ -50,7 +50,7 @@ def test_content_is_strict():
 
 
 def test_called_at_is_when_the_row_happened_and_never_decreases(tmp_path):
-    """Rows of one millisecond share it (the chain orders them; issue 26: a burst once got invented
+    """Rows of one millisecond share it (the chain orders them; a burst once got invented
     times 1 ms apart, up to 16 s after it was on disk); a wall clock stepping back does not take
     calledAt back before the row above; no row is stamped after the moment it is written."""
     clock = FakeClock()

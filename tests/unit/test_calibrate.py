@@ -219,3 +219,23 @@ def test_a_reference_built_by_a_command_is_scored_after_every_start(env_copy, tm
     out = _calibrate(_toy(env_copy(TOY, _set_reference("3", cmd))), tmp_path)
     assert _scores_in_order(tmp_path) == [10.0, 10.0, 5.0, 5.0]
     assert out.calibration.reference.setup["order"] == "starts first"
+
+
+def test_cli_calibrate_shows_progress_on_a_terminal(env_copy, tmp_path, monkeypatch):
+    """On a terminal a spinner names the step under way with the time so far; each step also stays as a line."""
+    import io
+
+    from rich.console import Console
+
+    from rebench_tui import cli
+
+    screen = io.StringIO()
+    monkeypatch.setattr(cli, "err", Console(file=screen, force_terminal=True, width=120, soft_wrap=True))
+    root = env_copy(TOY, _set_reference("4"))
+    env = {"REBENCH_ENVIRONMENTS_DIR": str(root), "REBENCH_CONFIG_DIR": str(tmp_path / "config"),
+           "REBENCH_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "160"}
+    r = CliRunner().invoke(main, ["calibrate", "toy_score", "--profile", "smoke", "--runs", "2", "--runtime", "local"], env=env)
+    assert r.exit_code == 0, r.output
+    shown = screen.getvalue()
+    assert "… start: scoring 1 of 2" in shown, shown  # the step's line, kept
+    assert "calibrating toy_score: " in shown and "0:00:0" in shown, shown  # the live line: step and elapsed time

@@ -54,7 +54,7 @@ def test_a_session_folder_outside_the_sessions_folder_is_found_without_sessions_
 def test_a_folder_that_is_not_a_session_is_named_in_the_error(closed_session, tmp_path):
     (tmp_path / "notes").mkdir()
     r = CliRunner().invoke(main, ["verify", str(tmp_path / "notes"), "--sessions-dir", str(closed_session.folder.parent)])
-    assert r.exit_code == 2
+    assert r.exit_code == 1
     assert "is a folder without a session.json" in r.output and "sessions/<id>" in r.output
 
 
@@ -79,10 +79,22 @@ BAD = [
 @pytest.mark.parametrize("argv,names,fix", BAD, ids=[" ".join(a) for a, _n, _f in BAD])
 def test_every_bad_option_is_one_line_naming_the_fix(argv, names, fix, tmp_path):
     p = subprocess.run([str(Path(sys.executable).with_name("rebench-tui")), *argv], capture_output=True, text=True, timeout=120,
-                       cwd=ROOT, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "300",
+                       cwd=ROOT, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "300", "PYTHONPATH": str(ROOT),
                                       "REBENCH_SESSIONS_DIR": str(tmp_path / "sessions")})
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert "Traceback" not in p.stderr and p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, p.stderr
     assert lines[0].startswith("error: ") and names in lines[0] and fix in lines[0], lines[0]
+
+
+def test_a_relative_sessions_dir_scores_like_an_absolute_one(toy_session, tmp_path, monkeypatch):
+    """--sessions-dir sessions (relative) used to give the local runtime's scorer relative paths: every scoring NaN."""
+    s = toy_session()
+    (s.workspace / "solution" / "answer.txt").write_text("4\n")
+    s.close()
+    monkeypatch.chdir(s.folder.parent.parent)
+    monkeypatch.setenv("REBENCH_ENVIRONMENTS_DIR", str(ROOT / "tests" / "fixtures" / "environments"))
+    r = CliRunner().invoke(main, ["score", s.id, "--sessions-dir", s.folder.parent.name])
+    assert r.exit_code == 0, r.output
+    assert "score 4 (normalized 0.75)" in r.output, r.output

@@ -60,3 +60,33 @@ def test_sessions_table_never_cuts_session_ids(toy_session, tmp_path):
     s.score()
     out = CliRunner().invoke(main, ["sessions", "--sessions-dir", str(s.folder.parent)], env={"COLUMNS": "80"}).output
     assert s.id in out, out
+
+
+def _cells(out: str) -> list[str]:
+    """Every header and body cell of a rich table, each stripped."""
+    return [c.strip() for line in out.splitlines() if line[:1] in "┃│" for c in line.strip("┃│").replace("┃", "│").split("│")]
+
+
+def test_list_at_80_columns_cuts_no_header_or_cell(catalog, tmp_path):
+    out = CliRunner().invoke(main, ["list"], env={"COLUMNS": "80", "REBENCH_CONFIG_DIR": str(tmp_path)}).output
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "…" not in out, out
+    cells = _cells(out)
+    assert {"id", "better", "start → reference", "time"} <= set(cells), cells
+    for env in catalog.environments.values():
+        gpu = env.profile("gpu")
+        assert f"gpu {gpu.start_score:.4g} → {gpu.reference_score:.4g}" in cells, (env.id, cells)
+        assert env.manifest.score.direction.value in " ".join(cells)
+
+
+def test_sessions_at_80_columns_cut_no_header_or_cell_and_v_has_the_rest(toy_session, tmp_path):
+    s = toy_session()
+    s.score()
+    s.submit("done")
+    run = ["sessions", "--sessions-dir", str(s.folder.parent)]
+    out = CliRunner().invoke(main, run, env={"COLUMNS": "80"}).output
+    assert max(len(line) for line in out.splitlines() if line[:1] in "┏┃┡│└") <= 80, out  # the title (a path) may wrap
+    assert "…" not in out, out
+    assert {"id", "status", "working", "final", s.id, "finished", "0:00:00"} <= set(_cells(out)), out
+    wide = CliRunner().invoke(main, [*run, "-v"], env={"COLUMNS": "200"}).output
+    assert {"env", "profile", "runtime", "scores", "normalized", "toy_score", "smoke"} <= set(_cells(wide)), wide

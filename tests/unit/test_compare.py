@@ -9,6 +9,7 @@ triton_cumsum lower, 1.56 -> 0.47 (y = 1.56 - 1.09 n); small_scaling_law higher,
 from __future__ import annotations
 
 import base64
+import dataclasses
 import csv
 import itertools
 import json
@@ -41,6 +42,8 @@ from rebench_tui.compare.runs import (
     published_environments,
 )
 from rebench_tui.scoring import Aggregation, Direction
+from rebench_tui.trajectory.export_inspect import export_inspect
+from rebench_tui.trajectory.export_vivaria import export_vivaria
 from tests.conftest import KNOWN_IMAGES, ROOT
 
 from tests.modules import load_file
@@ -321,13 +324,11 @@ def test_human_session_unfinished_and_found_by_id(toy_session, fake_clock, resol
 
 
 def test_our_own_exports_compare_like_the_session(scored_session, tmp_path, resolver):
-    ev = pytest.importorskip("rebench_tui.trajectory.export_vivaria")
-    ei = pytest.importorskip("rebench_tui.trajectory.export_inspect")
     direct = read_human_session(scored_session.folder)
-    bundle = read_vivaria_bundle(ev.export_vivaria(scored_session.folder, tmp_path / "bundle"), resolver)
+    bundle = read_vivaria_bundle(export_vivaria(scored_session.folder, tmp_path / "bundle"), resolver)
     same(pairs(bundle), pairs(direct), tol=1e-3)
     assert bundle.human and bundle.env.start == 10.0 and bundle.env_id == "toy_score"  # facts from run.json metadata
-    log_path = ei.export_inspect(scored_session.folder, tmp_path / "s.eval", "eval")
+    log_path = export_inspect(scored_session.folder, tmp_path / "s.eval", "eval")
     # toy_score is not a RE-Bench environment: the reader is told which it is
     (insp,) = read_inspect_log(log_path, EnvResolver(load_catalog(ROOT / "tests" / "fixtures" / "environments", KNOWN_IMAGES)))
     assert insp.human
@@ -361,12 +362,16 @@ def test_best_so_far_counts_re_scores_with_their_median():
     run = make_run(SourceKind.HUMAN_SESSION, "h", env, "human",
                    [Scoring(600, -1.462, "a"), Scoring(700, -1.663, "a"), Scoring(800, -1.628, "a"),
                     Scoring(900, -1.5, "b"), Scoring(1000, NAN, "b")], finished=True, human=True)
-    raw = A.best_so_far(run)
+    robust = dataclasses.replace(run, counted_by=A.ROBUST)
+    raw = A.best_so_far(robust)
     assert raw.values == pytest.approx((-1.462, -1.5625, -1.628, -1.628, -1.628))
-    assert A.final_at(run) == -1.628 and A.final_at(run, 750) == pytest.approx(-1.5625)
-    # the same scorings without fingerprints (an agent run): the best of them, as before
+    assert A.final_at(robust) == -1.628 and A.final_at(robust, 750) == pytest.approx(-1.5625)
+    # by the paper's rule (a comparison's default): the best single scoring
+    assert A.best_so_far(run).values == (-1.462, -1.663, -1.663, -1.663, -1.663)
+    assert A.final_by(run, A.PAPER) == -1.663 and A.final_by(run, A.ROBUST) == -1.628
+    # the same scorings without fingerprints (an agent run): the robust rule cannot count them
     plain = run_of(env, [(600, -1.462), (700, -1.663), (800, -1.628), (900, -1.5), (1000, NAN)])
-    assert A.final_at(plain) == -1.663
+    assert A.final_at(plain) == -1.663 and A.final_by(plain, A.ROBUST) is None
 
 
 def test_nan_until_the_first_valid_score_and_clipping():
@@ -567,12 +572,12 @@ def test_cli_compare_env_filter_and_csv_only(tmp_path):
 
 def test_cli_compare_errors_are_readable(tmp_path):
     r = _invoke([str(RUNS / "bare" / "fix_embedding_trace.jsonl"), "--no-humans"])
-    assert r.exit_code == 2 and "--task" in r.output
+    assert r.exit_code == 1 and "--task" in r.output
     r = _invoke([str(RUNS / "bare" / "fix_embedding_trace.jsonl"), "--no-humans", "--task", "ai_rd_fix_embedding/main",
                  "--bootstrap", "10"])
     assert r.exit_code == 0, r.output
     r = _invoke([str(RUNS / "vivaria"), "--no-humans", "--env", "nanogpt_chat_rl"])
-    assert r.exit_code == 2 and "no runs to compare" in r.output
+    assert r.exit_code == 1 and "no runs to compare" in r.output
     r = _invoke([str(RUNS / "vivaria"), "--no-humans", "--budget", "soon"])
     assert r.exit_code == 2 and "budget" in r.output
 

@@ -415,6 +415,7 @@ def _tiny_gpt2(folder: Path) -> dict:
     return state
 
 
+@pytest.mark.slow  # runs the gpu profile's prepare on a local Alpaca file: 6-9 s here
 def test_gpu_alpaca_from_a_local_file(tmp_path):
     import hashlib
 

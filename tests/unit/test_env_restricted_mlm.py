@@ -152,9 +152,35 @@ def _inplace_truediv(m, x):
 W = _x(10, 4)
 MASK = _mask()
 X, IDS = _x(), _ids()
+# exp by table lookup, once the values are integers: the table is a constant made outside the forward
+_EXP_TABLE = torch.arange(-64, 64, dtype=torch.float32).exp()
+
+
+def _exp_by_lookup_through_as_strided_scatter(m, x):
+    """Float to int inside a writing operator that copies with a cast, then a table lookup."""
+    n = x.numel()
+    ids = torch.as_strided_scatter(torch.zeros(n, dtype=torch.long), x.reshape(-1) + 64.0, (n,), (1,))
+    return _EXP_TABLE[ids].reshape(x.shape)
+
+
+def _float_to_bool_through_diagonal_scatter(m, x):
+    """``x > 0`` without a comparison: float to bool inside diagonal_scatter, then a mask."""
+    n = x.shape[-1]
+    mask = torch.diagonal_scatter(torch.zeros(n, n, dtype=torch.bool), x[0].relu())
+    return x * torch.diagonal(mask).to(x.dtype)
+
+
+def _float_to_int_through_diagonal_scatter(m, x):
+    n = x.shape[-1]
+    return torch.diagonal(torch.diagonal_scatter(torch.zeros(n, n, dtype=torch.long), x[0] * 3.0)).to(x.dtype) + x
 # name: (model, example input, what the outcome must contain). "capture" outcomes are code that
 # reads tensor values, which torch.export refuses (the input is symbolic while it is captured).
 FORBIDDEN = {
+    "float -> int64 in as_strided_scatter, exp by lookup": (Fn(_exp_by_lookup_through_as_strided_scatter), X,
+                                                            "conversion from float32 to int64"),
+    "float -> bool in diagonal_scatter (a comparison)": (Fn(_float_to_bool_through_diagonal_scatter), X,
+                                                         "conversion from float32 to bool"),
+    "float -> int64 in diagonal_scatter": (Fn(_float_to_int_through_diagonal_scatter), X, "conversion from float32 to int64"),
     "operator x / y": (Fn(lambda m, x: x / (x + 1)), X, "aten.div.Tensor (x / y, division)"),
     "operator 1 / x": (Fn(lambda m, x: 1 / x), X, "aten.reciprocal"),
     "operator ids // 2": (Fn(lambda m, i: i // 2), IDS, "aten.floor_divide"),
@@ -359,6 +385,23 @@ def test_allow_list_is_an_allow_list():
     assert enforcer.check_name("myns.add.default") == "myns.add.default"  # only the aten namespace
     assert "not an operator name" in enforcer.check_name("os.system")
     assert "not an operator name" in enforcer.check_name("aten.add.Tensor; import os")
+
+
+def test_every_operator_is_held_to_what_it_does_to_dtypes():
+    """No float value may reach an integer or boolean result, whatever the operator is called: the
+    rule is judged on the tensors that went in and came out, so an allowed operator that nobody
+    gave a condition to is held to it too; operators that take only a shape are exempt."""
+    f, i, b = torch.ones(3), torch.ones(3, dtype=torch.long), torch.ones(3, dtype=torch.bool)
+    aten = torch.ops.aten
+    assert enforcer.dtype_flow(aten.clone.default, (f,), {}, i) == "conversion from float32 to int64"
+    assert enforcer.dtype_flow(aten.as_strided_scatter.default, (i, f, [3], [1]), {}, i) == "conversion from float32 to int64"
+    assert enforcer.dtype_flow(aten.diagonal_scatter.default, (b, f), {}, b) == "conversion from float32 to bool"
+    assert enforcer.dtype_flow(aten.index_put_.default, (i, [i], f), {}, i) is not None
+    assert enforcer.dtype_flow(aten.cat.default, ([i, f],), {}, f) is None        # promoted to float: fine
+    assert enforcer.dtype_flow(aten.add.Tensor, (i, i), {}, i) is None            # integers from integers
+    assert enforcer.dtype_flow(aten.zeros_like.default, (f,), {"dtype": torch.long}, i) is None  # shape only
+    for op in ("diagonal_scatter", "as_strided_scatter", "slice_scatter", "select_scatter"):
+        assert f"aten.{op}" in enforcer._CONDITIONS, op  # checked before they run, too
 
 
 def test_the_graph_is_a_pure_function_of_the_weights_and_the_input():

@@ -348,6 +348,58 @@ def test_programs_are_confined_to_their_descriptors(tmp_path):
     assert not leak.exists()  # EPERM (1) from socket(): refused by the filter, not a closed port
 
 
+def _inotify_watch(path: str):
+    """A real inotify watch on ``path`` (open and access events), as a participant's helper would
+    set one; returns a function that says how many events it has seen."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert fd >= 0 and libc.inotify_add_watch(fd, path.encode(), 0x20 | 0x01) >= 0  # IN_OPEN | IN_ACCESS
+
+    def events() -> int:
+        n = 0
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                return n
+            n += len(data) // 16 if data else 0  # at least one record per 16+ bytes; 0 is what matters
+
+    return events
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running programs as another user in a folder of their own needs root")
+def test_a_judged_program_opens_nothing_another_process_can_watch(tmp_path):
+    """The judge (root, programs as nobody) runs each program in its own build folder as its whole
+    filesystem: a program that tries to signal its hidden input by opening world-readable files
+    reaches none of them, so a participant's inotify watch on them sees nothing."""
+    import shutil as _shutil
+    import tempfile
+
+    shared = tempfile.mkdtemp(prefix="rcc-watch-", dir="/tmp")  # pytest's own folders are root-only
+    try:
+        os.chmod(shared, 0o755)
+        beacon = os.path.join(shared, "beacon")
+        with open(beacon, "w") as fh:
+            fh.write("world-readable\n")
+        os.chmod(beacon, 0o644)
+        prog = ("use std::io::Read;\nfn main(){let mut s=String::new();std::io::stdin().read_to_string(&mut s).unwrap();"
+                f"let mut seen=0;for _ in 0..s.trim().len(){{if std::fs::read(\"{beacon}\").is_ok(){{seen+=1;}}}}"
+                "let p=std::fs::read_to_string(\"/proc/self/status\").map(|_|\"PROC-OK\").unwrap_or(\"PROC-NONE\");"
+                "println!(\"{} {}\",seen,p);}\n")
+        events = _inotify_watch(beacon)
+        nobody = (65534, 65534)
+        with harness.Workdir(nobody, shared) as wd:
+            assert harness.compile_rust(prog, wd)[0] == "ok"  # (as root: this machine's rustc may be root's own)
+            events()  # (the compiler's own reads, if any, are not the program's)
+            status, printed, _s = harness.run_test(wd, "secret\n", 2.0, run_as=nobody)
+        assert status == "ok" and printed.split() == ["0", "PROC-NONE"], printed
+        assert events() == 0, "a watch on a world-readable file saw the judged program"
+    finally:
+        _shutil.rmtree(shared, ignore_errors=True)
+
+
 # -- the scorer end to end ----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory):
@@ -380,6 +432,7 @@ def _score(layout, solve_source: str | None, model_url: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @needs_rustc
 def test_the_scorer_reproduces_the_smoke_figures_through_the_proxy(layout, model_chain):
     _upstream, proxied = model_chain
@@ -396,6 +449,7 @@ def test_the_scorer_reproduces_the_smoke_figures_through_the_proxy(layout, model
     assert failed == ["Booking Blocks"]  # its bad program passes the examples: testing cannot catch it
 
 
+@pytest.mark.slow  # three scorings that each wait for a model service that never answers
 @needs_rustc
 def test_a_broken_scaffold_scores_nan_with_the_traceback(layout):
     # no service answers here: the scorer starts the stand-in itself (and says so)

@@ -18,19 +18,26 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 import subprocess
 import sys
 
 import pytest
 from click.testing import CliRunner
 
+from rebench_tui.catalog import load_catalog
 from rebench_tui.cli import main
+from rebench_tui.clock import FakeClock
+from rebench_tui.runtime.local import LocalRuntime
+from rebench_tui.session import Session
+from rebench_tui.store import Store
 from rebench_tui.trajectory.audit import read_entries
 from rebench_tui.trajectory.entries import TraceEntry
 from rebench_tui.trajectory.export_csv import export_csv
 from rebench_tui.trajectory.export_inspect import SCORER, export_inspect
 from rebench_tui.trajectory.export_vivaria import export_vivaria
 from rebench_tui.trajectory.session_records import log_parts
+from tests.conftest import FIXTURE_ENVS, KNOWN_IMAGES
 
 inspect_log = pytest.importorskip("inspect_ai.log")
 from inspect_ai.event import InfoEvent, SampleInitEvent, SandboxEvent, ScoreEvent, ToolEvent  # noqa: E402
@@ -61,9 +68,13 @@ def command(s, clock, cid, cmd, seconds, exit_status, output, *, truncated=False
     return start, end
 
 
-@pytest.fixture
-def finished(toy_session, fake_clock):
-    s = toy_session()
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """One finished session for the module: its tests only read it (each export goes to its own tmp_path)."""
+    fake_clock = FakeClock()
+    sessions = tmp_path_factory.mktemp("finished") / "sessions"
+    env = load_catalog(FIXTURE_ENVS, KNOWN_IMAGES).get("toy_score")
+    s = Session.create(env, "smoke", LocalRuntime(), sessions, clock=fake_clock, store=Store(sessions))
     s.start_watching(interval=0.05)
     t0 = fake_clock.time()
     fake_clock.advance(60)
@@ -323,7 +334,8 @@ def test_csv_tables(finished, tmp_path):
 # -- CLI -------------------------------------------------------------------------------------
 
 def test_cli_batch_export(finished, unfinished, tmp_path):
-    sessions = finished.folder.parent
+    sessions = unfinished.folder.parent
+    shutil.copytree(finished.folder, sessions / finished.id)  # the two side by side; the shared one stays as it was
     out = tmp_path / "exports"
     r = CliRunner().invoke(main, ["export", "--all", "--format", "inspect", "-o", str(out), "--sessions-dir", str(sessions)])
     assert r.exit_code == 0, r.output
@@ -343,7 +355,7 @@ def test_cli_batch_export(finished, unfinished, tmp_path):
     assert r.exit_code == 0 and inspect_log.read_eval_log(str(tmp_path / "one.json")).status == "success"
 
     r = CliRunner().invoke(main, ["export", "no-such-session", "--sessions-dir", str(sessions)])
-    assert r.exit_code == 2 and "no session 'no-such-session'" in r.output
+    assert r.exit_code == 1 and "no session 'no-such-session'" in r.output
     r = CliRunner().invoke(main, ["export", "--sessions-dir", str(sessions)])
     assert r.exit_code == 2 and "--all" in r.output
 
@@ -354,7 +366,7 @@ def test_cli_names_the_missing_inspect_extra(finished, tmp_path):
     code = ("import sys; sys.modules['inspect_ai'] = None; from rebench_tui.cli import main; "
             f"main(['export', {finished.id!r}, '-o', {str(tmp_path / 'x')!r}, '--sessions-dir', {str(finished.folder.parent)!r}])")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2, p.stderr
+    assert p.returncode == 1, p.stderr
     assert "pip install 'rebench-tui[inspect]'" in p.stderr
     assert not (tmp_path / "x").exists()
 

@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from rebench_tui.session.file_recorder import FileRecorder
 from rebench_tui.session.files import BEFORE_SCORING, LOST, SETTLED, FileWatcher
 
@@ -43,6 +45,7 @@ def _wait(pred, timeout: float) -> bool:
     return pred()
 
 
+@pytest.mark.slow  # tens of thousands of files past the kernel's queue: 5-16 s here
 def test_a_flood_past_the_kernel_queue_is_rescanned_and_every_file_has_a_row(tmp_path):
     """The recorder's child is stopped (as a loaded host stalls it) while more files are made than
     the kernel queues events for; when it runs again the kernel has dropped events and said so.

@@ -3,6 +3,7 @@ GPU claims read back from containers in both modes (toolkit device requests, dev
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 from rebench_tui.runtime.gpus import (NVIDIA_ROOT, HostView, claims, decide, held_by, parse_ldconfig, parse_look,
@@ -21,6 +22,10 @@ LDCONFIG = """\
 \tlibnvidia-egl-wayland.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libnvidia-egl-wayland.so.1
 \tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1
 """
+
+NVIDIA_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia"
+HELP_QUERY_GPU = NVIDIA_FIXTURES / "h200-help-query-gpu.txt"   # `nvidia-smi --help-query-gpu`, driver 580.159.04
+SMI_Q = NVIDIA_FIXTURES / "h200-q.txt"                          # `nvidia-smi -q`, the same machine
 
 NODES = "node nvidia0\nnode nvidiactl\nnode nvidia-uvm\nnode nvidia-uvm-tools\n"
 
@@ -97,8 +102,16 @@ def test_a_failed_look_is_said_not_guessed():
     assert s.mode == "none" and "could not look at the host's devices" in s.why and "images build base" in s.fix
 
 
-SMI6 = """0, GPU-aaaa, NVIDIA H200, 143771, 4, 2
-1, GPU-bbbb, NVIDIA H200, 143771, 0, [N/A]
+# QUERY_DEVICES's output: the query's rows, then the minor numbers from `nvidia-smi -q`'s lines
+SMI6 = """0, GPU-aaaa, NVIDIA H200, 143771, 4
+1, GPU-bbbb, NVIDIA H200, 143771, 0
+#minor-numbers
+GPU 00000000:19:00.0
+    GPU UUID                              : GPU-aaaa
+    Minor Number                          : 2
+GPU 00000000:3B:00.0
+    GPU UUID                              : GPU-bbbb
+    Minor Number                          : N/A
 """
 
 
@@ -115,3 +128,75 @@ def test_claims_read_the_same_from_both_modes():
     assert held_by(devices.attrs) == ("devices", ["/dev/nvidia2"])
     assert held_by(toolkit.attrs) == ("toolkit", ["GPU-bbbb"])
     assert held_by({"HostConfig": {}}) == (None, [])
+
+
+def test_every_field_the_inventory_asks_for_is_one_a_real_driver_knows():
+    """A field nvidia-smi does not know fails the whole query (exit 2): checked against the list a
+    real driver printed (`nvidia-smi --help-query-gpu`, driver 580 on an H200, kept as a fixture)."""
+    from rebench_tui.runtime.gpus import QUERY, QUERY_DEVICES, QUERY_FIELDS, query_fields_known
+
+    known = query_fields_known(HELP_QUERY_GPU.read_text())
+    assert {"index", "uuid", "name", "memory.total", "memory.used", "pci.bus_id"} <= known and len(known) > 100
+    assert "minor_number" not in known  # the field the old inventory asked for
+    asked = [a.split("=", 1)[1] for a in QUERY if a.startswith("--query-gpu=")][0].split(",")
+    asked_devices = QUERY_DEVICES[-1].split("--query-gpu=", 1)[1].split()[0].split(",")
+    assert asked == asked_devices == list(QUERY_FIELDS)
+    assert set(asked) <= known, sorted(set(asked) - known)
+
+
+def test_minor_numbers_come_from_a_real_drivers_q_output():
+    """`nvidia-smi -q` as a real driver printed it (the H200 fixture): its GPU's UUID and minor number."""
+    from rebench_tui.runtime.gpus import MINOR_MARK, parse_minor_numbers
+
+    text = SMI_Q.read_text()
+    minors = parse_minor_numbers(text)
+    uuid = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.strip().startswith("GPU UUID"))
+    assert minors == {uuid: 0}
+    rows = f"0, {uuid}, NVIDIA H200, 143771, 0\n{MINOR_MARK}\n" + text
+    assert [(g.index, g.minor, g.node) for g in parse_nvidia_smi(rows)] == [(0, 0, 0)]
+
+
+def test_a_tool_behind_an_absolute_link_is_found_where_the_link_leads_on_the_host(tmp_path):
+    """/usr/bin/nvidia-smi -> /usr/local/nvidia/bin/nvidia-smi on the host: the look follows the
+    link inside the host's root (not the look container's own /usr/local) and reports the real file."""
+    import subprocess
+
+    from rebench_tui.runtime.gpus import LOOK_SCRIPT
+
+    root = tmp_path / "host"
+    real = root / "usr/local/nvidia/bin/nvidia-smi"
+    real.parent.mkdir(parents=True)
+    real.write_text("#!/bin/sh\n")
+    real.chmod(0o755)
+    (root / "usr/bin").mkdir(parents=True)
+    (root / "usr/bin/nvidia-smi").symlink_to("/usr/local/nvidia/bin/nvidia-smi")
+    (root / "dev").mkdir()
+    out = subprocess.run(["sh", "-c", LOOK_SCRIPT, "look", "/dev", ""], capture_output=True, text=True,
+                         env={"REBENCH_LOOK_ROOT": str(root), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}, check=True).stdout
+    assert dict(parse_look(out).tools) == {"nvidia-smi": "/usr/local/nvidia/bin/nvidia-smi"}, out
+
+
+def test_the_drivers_own_program_wins_over_a_wrapper_script_of_the_same_name(tmp_path):
+    """A host whose /usr/bin/nvidia-smi is a wrapper script that finds the real one on its PATH (the
+    H200 lent here: inside a container it printed "... leads back to this file: not found", exit
+    127): the look reports the ELF program, wherever it comes in the search."""
+    import shutil
+    import subprocess
+
+    from rebench_tui.runtime.gpus import LOOK_SCRIPT
+
+    root = tmp_path / "host"
+    (root / "usr/bin").mkdir(parents=True)
+    (root / "usr/local/bin").mkdir(parents=True)
+    (root / "dev").mkdir()
+    wrapper = root / "usr/bin/nvidia-smi"
+    wrapper.write_text("#!/bin/sh\nexec nvidia-smi \"$@\"\n")
+    wrapper.chmod(0o755)
+    shutil.copy("/bin/true", root / "usr/local/bin/nvidia-smi")  # an ELF program stands in for the driver's
+    out = subprocess.run(["sh", "-c", LOOK_SCRIPT, "look", "/dev", ""], capture_output=True, text=True,
+                         env={"REBENCH_LOOK_ROOT": str(root), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}, check=True).stdout
+    assert dict(parse_look(out).tools) == {"nvidia-smi": "/usr/local/bin/nvidia-smi"}, out
+    (root / "usr/local/bin/nvidia-smi").unlink()   # only the wrapper: better than nothing, and said as found
+    out = subprocess.run(["sh", "-c", LOOK_SCRIPT, "look", "/dev", ""], capture_output=True, text=True,
+                         env={"REBENCH_LOOK_ROOT": str(root), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}, check=True).stdout
+    assert dict(parse_look(out).tools) == {"nvidia-smi": "/usr/bin/nvidia-smi"}

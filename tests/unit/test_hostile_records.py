@@ -1,7 +1,7 @@
-"""Hostile inputs against the records (issue 26), part of the hostile-input suite: a finished
+"""Hostile inputs against the records, part of the hostile-input suite: a finished
 session stays finished, a damaged session.json, score log or index gets the one-line error (what
 was kept, what to do next) in every command, the working time is bounded, and every row's time is
-when its fact was seen. Each case failed on the code before issue 26; the OOM kill inside a
+when its fact was seen. Each case failed on the code before these tests; the OOM kill inside a
 container is in tests/integration/test_hostile_records_docker.py."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_session_json_edited_from_finished_to_active_fails_verify_and_takes_no_s
     assert not report.ok and any("session state" in f and "session.json says active" in f for f in failing(report))
     before = snapshot(s.folder)
     r = cli("score", s.id, sessions=s.folder.parent)
-    assert r.exit_code == 2 and "is finished" in r.output and "next:" in r.output, r.output
+    assert r.exit_code == 1 and "is finished" in r.output and "next:" in r.output, r.output
     assert snapshot(s.folder) == before  # no fifth scoring, no row, no lock left behind
     assert not verify(s.folder).ok  # still says so
     r = cli("repair", s.id, sessions=s.folder.parent)
@@ -98,7 +98,7 @@ def test_a_command_on_a_finished_session_writes_nothing(finished, command):
     before = snapshot(s.folder)
     r = cli(command, s.id, sessions=s.folder.parent)
     if command == "score":
-        assert r.exit_code == 2 and "is finished" in r.output and "next:" in r.output, r.output
+        assert r.exit_code == 1 and "is finished" in r.output and "next:" in r.output, r.output
     else:
         assert r.exit_code == 0 and "already finished" in r.output, r.output
     assert snapshot(s.folder) == before  # not even a "session resumed" row after the finish
@@ -159,7 +159,7 @@ DAMAGES = {
 }
 
 
-def one_line_error(r, *, exit_code: int = 2) -> None:
+def one_line_error(r, *, exit_code: int = 1) -> None:
     assert r.exit_code == exit_code, r.output
     assert "error:" in r.output and "next:" in r.output and "rebench-tui repair" in r.output, r.output
 

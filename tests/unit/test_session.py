@@ -73,7 +73,8 @@ def test_scores_are_recorded_everywhere_before_they_are_returned(make_session, f
     assert validate_file(s.folder / "audit.jsonl") == []
 
 
-@pytest.mark.parametrize("text, key", [("sleep", "timeout"), ("garbage", "error"), ("crash", "error"), ("nan", "error")])
+@pytest.mark.parametrize("text, key", [pytest.param("sleep", "timeout", marks=pytest.mark.slow),  # waits the 5 s timeout
+                                       ("garbage", "error"), ("crash", "error"), ("nan", "error")])
 def test_scorer_failures_are_nan_with_a_reason(make_session, text, key):
     s = make_session()
     answer(s, text)
@@ -95,12 +96,14 @@ def test_second_scoring_while_one_runs_is_refused(make_session):
 
     s = make_session()
     answer(s, "sleep")
-    t = threading.Thread(target=s.score)
+    cancel = threading.Event()
+    t = threading.Thread(target=s.score, kwargs={"cancel": cancel})
     t.start()
     while not s.scoring:
         pass
     with pytest.raises(ScoringBusy):
         s.score()
+    cancel.set()  # the first one has done its part: no need to wait for its timeout
     t.join()
 
 

@@ -23,6 +23,7 @@ source = "appendix Z.1"
 
 [paper.settings.problems]
 paper = "the 165 test problems"
+source = "appendix Z.2"
 '''
 
 
@@ -132,3 +133,132 @@ def test_verify_finds_a_setting_edited_to_look_like_the_papers(env_copy, toy_ses
     (s.folder / "session.json").write_text(json.dumps(meta))
     bad = [f for f in verify(s.folder).findings if not f.ok]
     assert [f.check for f in bad] == ["paper setting"] and "edited after the start" in bad[0].detail
+
+
+def _paper_row_edit(row: str, figures: str = ""):
+    """The toy environment with a one-row [paper] table (and optional figures), the smoke profile silent."""
+    def edit(dest):
+        toml = dest / "environment.toml"
+        head, tail = toml.read_text().split("[profiles.smoke]", 1)
+        toml.write_text(head + f'[paper]\nsource = "a made-up paper"\n{figures}\n[paper.settings.judge]\n{row}\n'
+                        + "\n[profiles.smoke]" + tail)
+    return edit
+
+
+@pytest.mark.parametrize("row,problem", [
+    ('paper = "judge-model-7"', "paper.settings.judge.source"),  # no source at all
+    ('paper = "judge-model-7"\nsource = "a blog post"', "names no section of the paper"),  # not a citation
+    ('paper = "judge-model-7"\nsource = "a blog post"\nbasis = "rumour"', "paper.settings.judge.basis"),
+])
+def test_a_paper_row_without_a_source_it_can_be_traced_to_is_a_catalog_problem(env_copy, row, problem):
+    cat = load_catalog(env_copy(FIXTURE_ENVS / "toy_score", _paper_row_edit(row)), KNOWN_IMAGES)
+    assert any(problem in str(p) for p in cat.problems), cat.problems
+
+
+@pytest.mark.parametrize("row,cited", [
+    ('paper = "judge-model-7"\nsource = "appendix Z.1"', "(appendix Z.1)"),
+    ('paper = "judge-model-7"\nsource = "a blog post"\nbasis = "secondary"', "(secondary: a blog post)"),
+    ('paper = "unknown"\nsource = "looked for in appendix Z"\nbasis = "not found"', "(not found: looked for in appendix Z)"),
+])
+def test_list_v_says_where_each_paper_value_comes_from(env_copy, monkeypatch, row, cited):
+    root = env_copy(FIXTURE_ENVS / "toy_score", _paper_row_edit(row))
+    monkeypatch.setenv("REBENCH_ENVIRONMENTS_DIR", str(root))
+    monkeypatch.setenv("COLUMNS", "250")
+    r = CliRunner().invoke(main, ["list", "-v"])
+    assert r.exit_code == 0, r.output
+    assert cited in r.output
+
+
+FIGURES = '''
+[paper.start_spread]
+sd = 0.02
+source = "Table 4"
+
+[paper.run_and_score]
+time = "{time}"
+covers = "one scoring, which the scorer runs itself"
+scorer_runs_it = true
+source = "Table 3"
+'''
+
+
+def test_a_scorer_timeout_without_headroom_over_the_papers_scoring_time_is_a_catalog_problem(env_copy, monkeypatch):
+    row = 'paper = "judge-model-7"\nsource = "appendix Z.1"'
+    gpu = '\n[profiles.gpu]\nbase_image = "base"\nstart_score = 10.0\nreference_score = 2.0\nsetting = { judge = { here = "same" } }\n'
+
+    def edit(time, timeout):
+        def apply(dest):
+            _paper_row_edit(row, FIGURES.format(time=time))(dest)
+            toml = dest / "environment.toml"
+            toml.write_text(toml.read_text() + gpu + f'score_timeout = "{timeout}"\n')
+        return apply
+
+    root = env_copy(FIXTURE_ENVS / "toy_score", edit("40s", "60s"))
+    cat = load_catalog(root, KNOWN_IMAGES)
+    assert any("the scorer's timeout 60 s is under 2 x the paper's 40 s" in str(p) for p in cat.problems), cat.problems
+    toml = root / "toy_score" / "environment.toml"
+    toml.write_text(toml.read_text().replace('score_timeout = "60s"', 'score_timeout = "80s"'))
+    cat = load_catalog(root, KNOWN_IMAGES)
+    assert not cat.problems, cat.problems
+    monkeypatch.setenv("REBENCH_ENVIRONMENTS_DIR", str(root))
+    monkeypatch.setenv("COLUMNS", "250")
+    out = " ".join(CliRunner().invoke(main, ["list", "-v"]).output.split())
+    assert "toy_score: start-score spread: sd 0.02 (Table 4)" in out
+    assert "toy_score: one run and scoring: 40 s (Table 3) — one scoring, which the scorer runs itself" in out
+
+
+def test_every_shipped_paper_row_names_its_source_and_the_papers_figures_are_given(catalog):
+    from rebench_tui.catalog.paper_figures import HEADROOM
+    from rebench_tui.catalog.setting import CITATION
+
+    for env in catalog.environments.values():
+        paper = env.manifest.paper
+        for name, row in paper.settings.items():
+            assert row.source.strip(), (env.id, name)
+            assert row.basis != "paper" or CITATION.search(row.source), (env.id, name, row.source)
+        assert paper.start_spread is not None and "Table 4" in paper.start_spread.source, env.id
+        run = paper.run_and_score
+        assert run is not None and "Table 3" in run.source, env.id
+        if run.scorer_runs_it:
+            assert env.profile("gpu").score_timeout >= HEADROOM * run.time, env.id
+
+
+def test_the_gpu_defaults_are_the_values_the_manifests_say_they_follow(catalog):
+    """Where a gpu profile answers "same" to a size the paper (or a secondary source) gives, the code's
+    default is that size: the scorer's, prepare's and the resources' own figures, read from their files."""
+    import re
+
+    envs = catalog.root
+    gpu = re.search(r'"gpu": \{"batches": (\d+), "batch_size": (\d+)', (envs / "restricted_mlm" / "protected" / "score.py").read_text())
+    assert gpu and (int(gpu.group(1)), int(gpu.group(2))) == (2000, 8)
+    assert "2000 batches of 8" in catalog.get("restricted_mlm").manifest.paper.settings["evaluation_size"].paper
+
+    held = re.search(r'CHATRL_HELDOUT", "(\d+)"', (envs / "nanogpt_chat_rl" / "prepare.py").read_text())
+    assert held and int(held.group(1)) == 512
+    assert catalog.get("nanogpt_chat_rl").manifest.paper.settings["held_out"].paper.startswith("512 ")
+
+    rust = catalog.get("rust_codecontests")
+    assert rust.profile("gpu").memory >= 100 * 10**9 and "100 GB" in rust.manifest.paper.settings["hardware"].paper
+
+
+def test_the_readme_noise_table_quotes_every_manifests_paper_figures(catalog):
+    """The README's noise section says, per environment, what the manifest's [paper.start_spread] and
+    [paper.run_and_score] hold, and the gpu scorer's timeout: a manifest changed alone fails here."""
+    from rebench_tui.catalog.paper_figures import duration_words
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("**How noisy each environment is, by the paper.**", 1)[1].split("\n\n**", 1)[0]
+    rows = {cells[0].strip("` "): [c.strip() for c in cells[1:]]
+            for line in section.splitlines() if line.startswith("| `")
+            for cells in [line.strip("|").split("|")]}
+    assert sorted(rows) == sorted(catalog.environments)
+    for env in catalog.environments.values():
+        sd, share, run, timeout, _ = rows[env.id]
+        paper, published = env.manifest.paper, env.published
+        assert sd.split()[0] == f"{paper.start_spread.sd:g}", env.id
+        gap = abs(published.reference - published.start)
+        assert float(share.split()[0].rstrip(",")) == pytest.approx(paper.start_spread.sd / gap, abs=0.0015), env.id
+        t = paper.run_and_score.time
+        assert run.startswith("none given" if t is None else duration_words(t)), (env.id, run)
+        assert timeout == f"{env.profile('gpu').score_timeout:g} s", env.id

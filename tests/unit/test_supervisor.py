@@ -264,3 +264,102 @@ def test_a_printed_status_line_is_not_taken_for_the_supervisors(sandbox):
 def test_nonce_is_not_in_the_commands_environment(sandbox):
     r = sandbox.exec(["sh", "-c", "env | grep -c REBENCH_EXEC_NONCE || true"])
     assert r.stdout.strip() == "0"
+
+
+UNUSED_UID = 54321  # a uid no process of this machine has: freezing it touches nothing but the test's own
+
+
+def _sleeper_as(uid: int) -> int:
+    """A ``sleep`` running as ``uid`` (a process the participant started before the scoring)."""
+    import subprocess
+
+    return subprocess.Popen(["sleep", "60"], user=uid, group=uid, extra_groups=[], start_new_session=True).pid
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(") ", 1)[1][0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="stopping another user's processes needs root")
+def test_a_scoring_stops_the_participants_processes_while_it_runs_and_resumes_them(tmp_path):
+    """A guarded run (a scoring) stops every process of the home's owner before it starts the
+    command (nothing started earlier can watch, feed or end it) and resumes them afterwards."""
+    (tmp_path / "home").mkdir()
+    os.chown(tmp_path / "home", UNUSED_UID, UNUSED_UID)
+    pid = _sleeper_as(UNUSED_UID)
+    try:
+        _home, _secret, r = _guarded(tmp_path, f"sed 's/.*) \\(.\\).*/\\1/' /proc/{pid}/stat")
+        assert r.exit_code == 0 and r.stdout.strip() == "T", (r.stdout, r.stderr)  # stopped during the command
+        assert _state(pid) in "SR", _state(pid)  # running again after it
+        assert not list((tmp_path / "state").glob("*.frozen"))
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="stopping another user's processes needs root")
+def test_processes_a_killed_supervisor_left_stopped_are_resumed_by_the_next_call(tmp_path):
+    import signal
+
+    from rebench_tui.runtime.supervise import freeze_user, status_of
+
+    state = tmp_path / "state"
+    state.mkdir()
+    pid = _sleeper_as(UNUSED_UID)
+    try:
+        assert freeze_user(UNUSED_UID, str(state / "tok.frozen")) == [pid]
+        time.sleep(0.1)
+        assert _state(pid) == "T"
+        (state / "tok.sup").write_text("999999999")  # its supervisor is gone without a status
+        assert '"gone"' in status_of(str(state), "tok")
+        time.sleep(0.1)
+        assert _state(pid) in "SR" and not (state / "tok.frozen").exists()
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="stopping another user's processes needs root")
+def test_what_the_scored_run_leaves_in_shared_temporary_folders_is_removed(tmp_path):
+    """Files the participant's user makes under /tmp during a scoring (a cache for the next one)
+    are gone after it; the user's older files stay."""
+    import shutil
+    import tempfile
+
+    from rebench_tui.runtime.supervise import sweep
+
+    shared = Path(tempfile.mkdtemp(prefix="rebench-sweep-", dir="/tmp"))
+    try:
+        old = shared / "older"
+        old.write_text("theirs")
+        os.chown(old, UNUSED_UID, UNUSED_UID)
+        since = time.time_ns()
+        time.sleep(0.02)
+        (shared / "cache").mkdir()
+        (shared / "cache" / "weights").write_text("memo")
+        (shared / "link").symlink_to("/etc/passwd")
+        for p in (shared / "cache", shared / "cache" / "weights", shared / "link"):
+            os.chown(p, UNUSED_UID, UNUSED_UID, follow_symlinks=False)
+        assert sweep(UNUSED_UID, since, (str(shared),)) == 3
+        assert sorted(p.name for p in shared.iterdir()) == ["older"] and os.path.exists("/etc/passwd")
+    finally:
+        shutil.rmtree(shared)
+
+
+def test_the_participants_bytecode_files_are_removed_and_nothing_else(tmp_path):
+    from rebench_tui.runtime.supervise import purge_bytecode
+
+    home = tmp_path / "home"
+    (home / "solution" / "__pycache__").mkdir(parents=True)
+    planted = home / "solution" / "__pycache__" / "solution.cpython-311.pyc"
+    planted.write_bytes(b"planted")
+    (home / "solution" / "solution.py").write_text("x = 1\n")
+    (home / "legacy.pyc").write_bytes(b"sourceless")
+    (home / "link.pyc").symlink_to("/etc/passwd")
+    uid = os.getuid()
+    assert purge_bytecode(uid, (str(home),)) == 3
+    assert not planted.exists() and not (home / "legacy.pyc").exists() and not (home / "link.pyc").is_symlink()
+    assert (home / "solution" / "solution.py").exists() and os.path.exists("/etc/passwd")
+    planted.write_bytes(b"planted again")
+    assert purge_bytecode(uid + 1, (str(home),)) == 0 and planted.exists()  # another user's files are not touched

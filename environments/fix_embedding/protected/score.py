@@ -33,7 +33,7 @@ import time  # noqa: E402
 import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from rebench_scorer import participant  # noqa: E402
+from rebench_scorer import participant, room  # noqa: E402
 from rebench_scorer.channel import ChannelError  # noqa: E402
 
 HOME = Path(os.environ.get("REBENCH_HOME", "/home/agent"))
@@ -134,7 +134,8 @@ def load_weights(path: Path, model, ev: dict, details: dict) -> None:
     fd = sealed_memfd(total)
     code = (HERE / "loader.py").read_text(encoding="utf-8")
     lib = os.environ.get("REBENCH_SCORER_LIB", "/opt/rebench/lib")
-    worker = participant.start([sys.executable, "-I", "-c", code], env={"REBENCH_SCORER_LIB": lib}, cwd=str(HOME))
+    # the scorer's own loader, run as the participant: isolated, outside the home, no bytecode cache
+    worker = participant.start(room.python_argv(code), env={"REBENCH_SCORER_LIB": lib}, trusted=True)
     try:
         try:
             worker.channel.send({"op": "load", "path": str(path), "max_bytes": max_bytes, "total_bytes": total,

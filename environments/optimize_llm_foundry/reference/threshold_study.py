@@ -1,5 +1,5 @@
 """How far the smoke profile's weights move under harmless and harmful changes: the evidence for
-the smoke profile's maximum norm_diff (0.03 in protected/score.py; figures in reference/README.md,
+the smoke profile's maximum norm_diff (0.3, an L1 norm, in protected/score.py; figures in reference/README.md,
 raw results in reference/threshold_study_results.json).
 
     python reference/threshold_study.py ASSETS_DIR [--out results.json]
@@ -85,9 +85,10 @@ def main() -> int:
                 return 1
             trained, _ = scorer.load_weights(out)
             d = scorer.compare(trained, reference)
-            results.append({"variant": name, "harmful": harmful, "norm_diff": d["norm_diff"], "max_scalar_diff": d["max_scalar_diff"],
-                            "rows": len(kept)})
-            print(f"{name:40s} norm_diff {d['norm_diff']:.3e}  max_scalar_diff {d['max_scalar_diff']:.3e}  "
+            results.append({"variant": name, "harmful": harmful, "norm_diff": d["norm_diff"], "l2_norm_sum": d["l2_norm_sum"],
+                            "max_scalar_diff": d["max_scalar_diff"], "rows": len(kept)})
+            print(f"{name:40s} norm_diff (L1) {d['norm_diff']:.3e}  l2_norm_sum {d['l2_norm_sum']:.3e}  "
+                  f"max_scalar_diff {d['max_scalar_diff']:.3e}  "
                   f"({'harmful' if harmful else 'harmless'})", flush=True)
     if a.out:
         a.out.write_text(json.dumps(results, indent=2) + "\n")

@@ -16,9 +16,18 @@ switched off. Two checks use the same allow-list:
 2. :class:`Checker`, a ``TorchDispatchMode`` around the scorer's own execution of the graph, on
    every ATen operator that actually runs, after PyTorch has decomposed composite operators
    (``aten.linear`` becomes ``aten.t`` + ``aten.addmm``, ``aten.pad`` with ``mode="reflect"``
-   becomes ``aten.reflection_pad1d``, which is rejected), with the conditions some allowed
-   operators carry (no float-to-integer conversion, also not through ``sum(dtype=...)``; no bit
-   reinterpretation; ``embedding_bag`` only summing).
+   becomes ``aten.reflection_pad1d``, which is rejected), with the conditions allowed operators
+   carry (``embedding_bag`` only summing; no bit reinterpretation).
+
+One condition holds for every operator, judged by what it did rather than by its name
+(:func:`dtype_flow`): **no float value reaches an integer or boolean result.** An operator that
+has a float tensor among its inputs and an integer or boolean tensor among its outputs is
+refused, whatever it is called: ``x.long()``, ``x.sum(dtype=torch.int64)``, ``copy_`` into an
+integer tensor, and the writing operators that copy with a cast (``slice_scatter``,
+``diagonal_scatter``, ``as_strided_scatter``, ``index_put``, ``scatter`` ...) alike. A float to
+integer conversion is rounding (a comparison or a step function in disguise), and an integer made
+from floats can index a table: ``exp`` by lookup. Only the operators that make a new tensor from
+another's shape alone (``zeros_like``, ``new_zeros`` ...: :data:`SHAPE_ONLY`) are exempt.
 
 The messages name the operator and why, e.g. ``aten.div.Tensor (x / y, division)``.
 """
@@ -31,7 +40,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["DisallowedOperation", "ALLOWED_ATEN", "check_aten", "check_name", "Checker"]
+__all__ = ["DisallowedOperation", "ALLOWED_ATEN", "SHAPE_ONLY", "check_aten", "check_name", "dtype_flow", "Checker"]
 
 
 class DisallowedOperation(RuntimeError):
@@ -214,6 +223,8 @@ _CONDITIONS: dict[str, Callable[[tuple, dict], str | None]] = {
     "aten.scatter_add_": _check_write(0, 3),
     "aten.slice_scatter": _check_write(0, 1),
     "aten.select_scatter": _check_write(0, 1),
+    "aten.diagonal_scatter": _check_write(0, 1),
+    "aten.as_strided_scatter": _check_write(0, 1),
     "aten.sum": _check_sum_dtype,
     "aten.cumsum": _check_sum_dtype,
     "aten.cumsum_": _check_sum_dtype,
@@ -221,6 +232,39 @@ _CONDITIONS: dict[str, Callable[[tuple, dict], str | None]] = {
     "aten._embedding_bag": _check_embedding_bag,
     "aten._embedding_bag_forward_only": _check_embedding_bag,
 }
+
+
+# Operators whose result takes only the shape (and device) of their tensor inputs, never a value.
+SHAPE_ONLY = frozenset(f"aten.{n}" for n in (
+    "zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full", "new_empty",
+    "new_empty_strided", "zeros", "ones", "full", "empty", "empty_strided", "arange", "eye", "scalar_tensor"))
+
+# Operators whose results after the first are bookkeeping made from integer indices alone
+# (embedding_bag's offsets and bag sizes): only the first result is judged.
+FIRST_RESULT_ONLY = frozenset({"aten._embedding_bag", "aten._embedding_bag_forward_only"})
+
+
+def _real(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def dtype_flow(func: Any, args: tuple, kwargs: dict, out: Any) -> str | None:
+    """The problem when an operator that ran turned float values into an integer or boolean result
+    (see the module docstring), or None."""
+    from torch.utils._pytree import tree_leaves
+
+    _full, packet = _op_names(func)
+    if packet in SHAPE_ONLY:
+        return None
+    if packet in FIRST_RESULT_ONLY:
+        out = out[0]
+    made = [t.dtype for t in tree_leaves(out) if isinstance(t, torch.Tensor) and not _real(t.dtype)]
+    if not made:
+        return None
+    fed = [t.dtype for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and _real(t.dtype)]
+    if not fed:
+        return None
+    return _conversion_problem(fed[0], made[0]) or f"float values into a {made[0]} result"
 
 
 def _op_names(func: Any) -> tuple[str, str]:
@@ -293,4 +337,10 @@ class Checker(TorchDispatchMode):
             self.violations.append(problem)
             raise DisallowedOperation(problem)
         self.ops_seen += 1
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        flow = dtype_flow(func, args, kwargs, out)
+        if flow is not None:
+            problem = f"{_op_names(func)[0]} ({flow})"
+            self.violations.append(problem)
+            raise DisallowedOperation(problem)
+        return out

@@ -42,7 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 PROFILES = {
-    "gpu": {"batches": 50, "batch_size": 64, "device": "cuda", "export_s": 420, "max_bytes": 24 << 30},
+    "gpu": {"batches": 2000, "batch_size": 8, "device": "cuda", "export_s": 420, "max_bytes": 24 << 30},
     "smoke": {"batches": 8, "batch_size": 8, "device": "cpu", "export_s": 80, "max_bytes": 1 << 30},
 }
 SEQ_LEN = 128

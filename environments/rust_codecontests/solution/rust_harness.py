@@ -23,6 +23,11 @@ POSIX message queues and shared memory, io_uring or ptrace (those calls fail wit
 program that solves the problem needs none of it; a program that tries to carry a test's input
 somewhere (a file in /tmp, a loopback connection) gets nowhere. The compiler is not confined.
 
+Where the harness runs as root with a user for the programs (the scorer in a container), each
+program also runs in its own build folder as its whole filesystem (``chroot``; programs are linked
+statically, so they need nothing else): it can open no file of the machine's, so a process that
+watches files (inotify) sees nothing of it, and it has no /proc to read.
+
 Folders: each program gets a fresh folder with two parts. ``build/`` is the compiler's and the
 program's working folder (owned by ``run_as`` when given); ``io/`` is the harness's own (inputs,
 outputs, the compiler's messages), which only the harness's user can enter. The program reaches
@@ -52,7 +57,9 @@ from typing import Sequence
 
 COMPILE_CPU_SECONDS = 3
 COMPILE_WALL_SECONDS = 12.0  # backstop only: a compile that waits for CPU is not cut off at 3 s of wall time
-RUSTC_ARGS = ["-O", "--edition", "2021"]
+# crt-static: the program needs no file at all to start (no loader, no shared libraries), so it can
+# run in a folder of its own as its whole filesystem (see run_test)
+RUSTC_ARGS = ["-O", "--edition", "2021", "-C", "target-feature=+crt-static"]
 MEMORY_FLOOR = 512 * 2**20
 OUTPUT_LIMIT = 64 * 2**20
 MAX_SOURCE_BYTES = 256 * 1024
@@ -253,14 +260,17 @@ def _kill(proc: subprocess.Popen) -> None:
         pass
 
 
-def _run(argv: Sequence[str], *, cwd: str, stdin, stdout, stderr, wall: float, run_as: tuple[int, int] | None,
-         env: dict[str, str], confine: bool = False) -> tuple[int | None, float]:
+def _run(argv: Sequence[str], *, cwd: str | None, stdin, stdout, stderr, wall: float, run_as: tuple[int, int] | None,
+         env: dict[str, str], confine: bool = False, jail: "Jail | None" = None) -> tuple[int | None, float]:
     """(returncode or None if killed at the wall limit, seconds). The process gets its own group;
-    ``confine``: under the seccomp filter, where there is one."""
+    ``confine``: under the seccomp filter, where there is one; ``jail``: in a folder of its own as
+    its whole filesystem (it then sets the user and limits itself)."""
     kwargs: dict = {}
-    if run_as is not None:
+    if jail is not None:
+        kwargs["preexec_fn"] = jail.enter
+    elif run_as is not None:
         kwargs = {"user": run_as[0], "group": run_as[1], "extra_groups": []}
-    if confine and confinement().available:
+    if confine and confinement().available and jail is None:
         kwargs["preexec_fn"] = confinement().install
     started = time.monotonic()
     proc = subprocess.Popen(list(argv), cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr, env=env,
@@ -277,6 +287,42 @@ def _run(argv: Sequence[str], *, cwd: str, stdin, stdout, stderr, wall: float, r
     except (ProcessLookupError, PermissionError):
         pass
     return rc, seconds
+
+
+class Jail:
+    """A program run (as root's judge, with a user to run it as) inside ``root`` as its whole
+    filesystem: ``chroot`` to its own build folder, where only the program itself is, then the
+    limits, the user and the seccomp filter. It can open nothing of the machine's, so no other
+    process can see it open anything (a participant's inotify watch on world-readable files
+    learns nothing), and /proc is not there to read. Static programs only (RUSTC_ARGS)."""
+
+    def __init__(self, root: str, run_as: tuple[int, int], limits: dict[int, int]) -> None:
+        self.root, self.run_as, self.limits = root, run_as, limits
+        self.confine = confinement()  # built here, in the parent: the child only installs it
+
+    @staticmethod
+    def possible(run_as: tuple[int, int] | None) -> bool:
+        return run_as is not None and hasattr(os, "chroot") and os.geteuid() == 0
+
+    def enter(self) -> None:  # in the child, before exec
+        import resource
+
+        os.chroot(self.root)
+        os.chdir("/")
+        for which, value in self.limits.items():
+            resource.setrlimit(which, (value, value + 1 if which == resource.RLIMIT_CPU else value))
+        os.setgroups([])
+        os.setgid(self.run_as[1])
+        os.setuid(self.run_as[0])
+        if self.confine.available:
+            self.confine.install()
+
+
+def _jail_limits(cpu_seconds: int, memory: int, fsize: int) -> dict[int, int]:
+    import resource
+
+    return {resource.RLIMIT_CORE: 0, resource.RLIMIT_NPROC: NPROC_LIMIT, resource.RLIMIT_CPU: cpu_seconds,
+            resource.RLIMIT_AS: memory, resource.RLIMIT_FSIZE: fsize}
 
 
 def _env(workdir: str, run_as: tuple[int, int] | None) -> dict[str, str]:
@@ -379,10 +425,14 @@ def run_test(workdir: "Workdir | str", input_text: str, time_limit: float, *, me
         except FileNotFoundError:
             pass
     _write_new(inp, input_text.encode("utf-8"))
+    jail = Jail(build, run_as, _jail_limits(cpu, memory, OUTPUT_LIMIT)) if Jail.possible(run_as) else None
     with open(inp, "rb") as stdin, open(out, "xb") as stdout:
-        argv = _limits(cpu, memory, OUTPUT_LIMIT, nproc=run_as is not None) + ["./main"]
-        rc, seconds = _run(argv, cwd=build, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, wall=wall,
-                           run_as=run_as, env=_env(build, run_as), confine=True)
+        if jail is not None:
+            argv, cwd, env = ["/main"], None, {"PATH": "/", "LANG": "C.UTF-8", "HOME": "/"}
+        else:
+            argv, cwd, env = _limits(cpu, memory, OUTPUT_LIMIT, nproc=run_as is not None) + ["./main"], build, _env(build, run_as)
+        rc, seconds = _run(argv, cwd=cwd, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, wall=wall,
+                           run_as=run_as, env=env, confine=True, jail=jail)
     with open(out, "rb") as fh:
         printed = fh.read(OUTPUT_LIMIT + 1).decode("utf-8", "replace")
     if rc is None or (rc < 0 and -rc in (signal.SIGXCPU, signal.SIGKILL)):

@@ -33,6 +33,13 @@ from __future__ import annotations
 import os
 import sys
 
+PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
+if "--broker" in sys.argv[1:]:  # the GPU side (gpu_broker): out of reach of the participant's processes before anything loads
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise SystemExit("could not make the GPU broker non-dumpable")
+
 sys.path.insert(0, os.environ.get("REBENCH_SCORER_LIB", "/opt/rebench/lib"))
 from rebench_scorer import result  # noqa: E402  (first: takes the result channel out of reach)
 
@@ -40,7 +47,7 @@ import math  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
-from rebench_scorer import arrays, cuda_ipc, participant  # noqa: E402
+from rebench_scorer import arrays, cuda_ipc, participant, room  # noqa: E402
 from rebench_scorer.channel import ChannelError  # noqa: E402
 
 PROFILES = {
@@ -262,9 +269,6 @@ def timed(h: Harness, cfg: dict, details: dict) -> tuple[float, dict]:
                               "first_different_index": None}
 
 
-PR_SET_DUMPABLE = 4
-
-
 def gpu_broker() -> int:
     """The GPU side of a gpu-profile scoring (``score.py --broker``, started by the root scorer).
 
@@ -274,19 +278,27 @@ def gpu_broker() -> int:
     participant's user but is made non-dumpable first: processes of that user can no longer read
     its memory or trace it (that takes CAP_SYS_PTRACE), only signal it, which can end a scoring
     (NaN), never shorten it. It starts the worker itself and hands its result to the root scorer
-    over its control channel; the root scorer alone writes the result."""
-    import ctypes
+    over its control channel; the root scorer alone writes the result.
 
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        raise SystemExit("could not make the GPU broker non-dumpable")
+    Every other door a process of the participant's user could open into it is shut: it is made
+    non-dumpable before it imports anything (top of this file); it runs isolated (``-I``: no
+    current folder, script folder, user site directory, ``usercustomize`` or ``PYTHON*``
+    variable), reads and writes no bytecode cache, in ``/``, with the scorer's environment
+    (never the participant's), and a home, temporary folder and caches (CUDA's compiled kernels
+    off, Triton's and Inductor's in its room) of its own (``rebench_scorer.room``)."""
     from rebench_scorer.channel import Channel
 
     ch = Channel.from_env()
     msg, _fds = ch.recv(60)
-    details: dict = {"gpu_broker": {"uid": os.getuid(), "dumpable": False}}
-    cfg = {**PROFILES["gpu"], "ipc": msg.get("ipc") if msg.get("ipc") in IPC_MODES else PROFILES["gpu"]["ipc"]}
+    profile = msg.get("profile") if msg.get("profile") in PROFILES else "gpu"
+    import ctypes
+
+    dumpable = ctypes.CDLL(None, use_errno=True).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
+    details: dict = {"gpu_broker": {"uid": os.getuid(), "dumpable": bool(dumpable), "isolated": bool(sys.flags.isolated),
+                                    "cwd": os.getcwd(), "home": os.path.expanduser("~"), "path": sys.path}}
+    cfg = {**PROFILES[profile], "ipc": msg.get("ipc") if msg.get("ipc") in IPC_MODES else PROFILES["gpu"]["ipc"]}
     try:
-        value, message = score("gpu", cfg, details, msg["worker_code"])
+        value, message = score(profile, cfg, details, msg["worker_code"])
     except Invalid as exc:
         value, message = math.nan, exc.message
     except TimeoutError:
@@ -312,16 +324,17 @@ def end_worker(details: dict) -> None:
     details.update(worker.report())
 
 
-def through_broker(details: dict, worker_code: str) -> tuple[float, dict]:
+def through_broker(details: dict, worker_code: str, profile: str = "gpu") -> tuple[float, dict]:
     """Run :func:`gpu_broker` as the participant's user and take its result (checked for shape)."""
     with open(os.path.abspath(__file__), encoding="utf-8") as fh:
         own = fh.read()
     lib = os.environ.get("REBENCH_SCORER_LIB", "/opt/rebench/lib")
-    broker = participant.start([sys.executable, "-c", own, "--broker"], env={"REBENCH_SCORER_LIB": lib},
-                               cwd=participant.account().home)
+    # Isolated (-I: nothing of the home on sys.path, no user site), in no folder of the home, with a
+    # home and caches of its own: it imports and reads only what the scorer means it to.
+    broker = participant.start(room.python_argv(own, "--broker"), env={"REBENCH_SCORER_LIB": lib}, trusted=True)
     try:
-        broker.channel.send({"worker_code": worker_code, "ipc": ipc_mode()})
-        msg, fds = broker.channel.recv(timeout=PROFILES["gpu"]["import_s"] + PROFILES["gpu"]["budget_s"] + 30)
+        broker.channel.send({"worker_code": worker_code, "ipc": ipc_mode(), "profile": profile})
+        msg, fds = broker.channel.recv(timeout=PROFILES[profile]["import_s"] + PROFILES[profile]["budget_s"] + 30)
         for fd in fds:
             os.close(fd)
     except ChannelError as exc:
@@ -354,6 +367,14 @@ def ipc_mode() -> str:
     return mode if mode in IPC_MODES else PROFILES["gpu"]["ipc"]
 
 
+def uses_broker(profile: str) -> bool:
+    """A root scorer times on a GPU through the broker; REBENCH_TRITON_BROKER=1 (the scorer's own
+    environment, out of the participant's reach) sends the smoke profile the same way, so the
+    broker's path can be tried on a CPU."""
+    wanted = profile == "gpu" or os.environ.get("REBENCH_TRITON_BROKER") == "1"
+    return wanted and os.geteuid() == 0 and participant.account().uid != 0
+
+
 def main() -> int:
     if "--broker" in sys.argv[1:]:
         return gpu_broker()
@@ -366,8 +387,8 @@ def main() -> int:
     with open(os.path.join(HERE, "worker.py"), encoding="utf-8") as fh:
         worker_code = fh.read()
     try:
-        if profile == "gpu" and os.geteuid() == 0 and participant.account().uid != 0:
-            value, message = through_broker(details, worker_code)
+        if uses_broker(profile):
+            value, message = through_broker(details, worker_code, profile)
         else:
             value, message = score(profile, {**cfg, "ipc": ipc_mode()} if profile == "gpu" else cfg, details, worker_code)
     except Invalid as exc:

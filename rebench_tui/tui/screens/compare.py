@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
 from ...compare.analysis import ALL, Comparison
-from ...compare.terminal import draw_curves, env_title, fmt_budget, summary_rows
+from ...compare.terminal import draw_curves, env_title, fmt_budget, rule_title, summary_rows
 
 
 class CompareChart(PlotextPlot):
@@ -55,7 +55,7 @@ class CompareScreen(Screen[None]):
         yield CompareTable(id="compare-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="compare-anchors")
         c = self.comparison
-        yield Static(f"{len(c.runs)} runs · final scores at {fmt_budget(c.budget)} · score@k band: "
+        yield Static(f"{len(c.runs)} runs, {rule_title(c)} · final scores at {fmt_budget(c.budget)} · score@k band: "
                      f"{int(c.level * 100)}% bootstrap ({c.n_boot} resamples, seed {c.seed})", id="compare-help")
         yield Footer()
 

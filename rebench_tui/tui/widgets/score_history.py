@@ -14,7 +14,7 @@ from textual.widgets import DataTable
 from textual_plotext import PlotextPlot
 
 from ...clock import format_hms
-from ...scoring import Aggregation, Attempt, running_counting
+from ...scoring import Aggregation, Attempt, Direction, Rule
 from ...trajectory.records import CountingScore, ScoreRecord
 
 
@@ -36,10 +36,13 @@ def message_text(message: dict, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def attempt_cells(attempt: Attempt, pos: int, hidden: bool) -> tuple[str, str]:
+def attempt_cells(attempt: Attempt, pos: int, hidden: bool, recount: bool = False) -> tuple[str, str]:
     """The attempt columns of the scoring at ``pos`` (an index into the scorings the attempt was
-    grouped from): which attempt it belongs to, and that attempt's n · median · min–max."""
+    grouped from): which attempt it belongs to (``recount``: a fresh scoring the finish took), and
+    that attempt's n · median · min–max."""
     label = str(attempt.number) if pos == attempt.indexes[0] else f"re-score of {attempt.number}"
+    if recount:
+        label = "recount at the finish"
     nan = len(attempt.indexes) - attempt.n
     n = f"{attempt.n}" + (f" (+{nan} NaN)" if nan else "")
     if hidden or attempt.n < 2:
@@ -71,7 +74,7 @@ class ScoreTable(DataTable):
         cols = [c.key for c in self.ordered_columns]
         added = False
         for i, rec in enumerate(records):
-            label, spread = attempt_cells(of[i], i, self.hidden)
+            label, spread = attempt_cells(of[i], i, self.hidden, rec.recount)
             star = "★" if rec.attempt in counts and not self.hidden else ""
             key = str(rec.attempt)
             if key in self.rows:
@@ -94,10 +97,11 @@ class ScoreTable(DataTable):
 class ScoreChart(PlotextPlot):
     DEFAULT_CSS = "ScoreChart { height: 12; }"
 
-    def __init__(self, hidden: bool, aggregation: Aggregation, **kw) -> None:
+    def __init__(self, hidden: bool, aggregation: Aggregation, rule: Rule | None = None, **kw) -> None:
         super().__init__(**kw)
         self.hidden = hidden
         self.aggregation = aggregation
+        self.rule = rule or Rule(aggregation, Direction.HIGHER if aggregation is Aggregation.MAX else Direction.LOWER)
         self.records: list[ScoreRecord] = []
 
     def on_mount(self) -> None:
@@ -122,7 +126,8 @@ class ScoreChart(PlotextPlot):
             xs = [r.working_s / 3600 for r in valid]
             plt.scatter(xs, [r.score for r in valid], label="score", marker="dot")
             # the rule's counting score after each scoring (re-scores of one attempt count with their median)
-            best = running_counting([r.score for r in self.records], self.aggregation, [r.fingerprint for r in self.records])
+            best = self.rule.running([r.score for r in self.records], [r.fingerprint for r in self.records],
+                                     [r.recount for r in self.records])
             bx = [r.working_s / 3600 for r, b in zip(self.records, best) if math.isfinite(b)]
             by = [b for b in best if math.isfinite(b)]
             plt.plot(bx, by, label="counts" if self.aggregation is Aggregation.LAST else "best so far")

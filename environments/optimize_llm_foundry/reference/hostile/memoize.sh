@@ -1,6 +1,6 @@
 #!/bin/bash
-# Memoization, the hole the scorer cannot close: copies weights an earlier run left in a cache
-# (here solution/.cache_model/, put there by the test from the prepared reference run). The
-# instructions forbid it; a scorer with fixed inputs cannot tell it from a fast honest run.
+# Memoization: copies weights an earlier run left in a cache (here solution/.cache_model/, put
+# there by the test from the prepared reference run). The weights and the clock look like a fast
+# honest run's; the work does not (a few hundredths of a CPU second): the scorer says NaN.
 cd "$(dirname "$0")"
 cp -r .cache_model trained_model

@@ -11,6 +11,8 @@ container), with no supplementary groups (so not ``protected``), in a new sessio
 - no inherited descriptors but the control socket (fd number in ``REBENCH_CONTROL_FD``);
 - an environment without the scorer's secrets: only what :data:`KEEP` names and what the scorer
   passes in ``env``;
+- no bytecode cache read or written, and a temporary folder (``TMPDIR``) of its own, removed
+  when the scorer is done with it (:mod:`room`);
 - resource limits (core files off; CPU seconds, open files and address space when given), and
   the highest OOM score, so a memory blow-up (a fork bomb's copies, say) kills its processes
   before it reaches the scorer.
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .channel import FD_VARIABLE, Channel
+from .room import NEUTRAL_CWD, Room
 
 KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "REBENCH_HOME", "REBENCH_PROFILE", "REBENCH_ISOLATED", "LD_LIBRARY_PATH",
         "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "TRITON_INTERPRET", "OMP_NUM_THREADS", "PYTHONUNBUFFERED",
@@ -105,6 +108,7 @@ class Participant:
     _out: _Tail
     _err: _Tail
     info: dict[str, Any] = field(default_factory=dict)
+    room: Room | None = None
 
     @property
     def pid(self) -> int:
@@ -128,6 +132,8 @@ class Participant:
         rc = self.proc.wait()
         if self.channel is not None:
             self.channel.close()
+        if self.room is not None:
+            self.room.remove()
         return 128 - rc if rc < 0 else rc
 
     def stdout(self) -> str:
@@ -155,26 +161,10 @@ def clean_env(who: Account, env: dict[str, str] | None = None) -> dict[str, str]
     return base
 
 
-def start(argv: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None, control: bool = True,
-          limits: Limits | None = None, who: Account | None = None, stdout: Any = None) -> Participant:
-    """Start ``argv`` as the participant (see the module docstring). ``control``: give it the
-    other end of a control channel (``Participant.channel``). ``stdout``: a file to write its
-    standard output to instead of a kept tail (for long logs)."""
-    who = who or account()
-    limits = limits or Limits()
-    full_env = clean_env(who, env)
-    ours = theirs = None
-    pass_fds: tuple[int, ...] = ()
-    if control:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        pass_fds = (theirs.fileno(),)
-        full_env[FD_VARIABLE] = str(theirs.fileno())
+def _child_setup(limits: Limits, become: tuple[int, int] | None):
+    """What the child does before exec, still with the scorer's rights: OOM score, limits, ids."""
 
-    become = None
-    if os.geteuid() == 0:
-        become = (who.uid, who.gid)
-
-    def prepare_child() -> None:  # in the child, before exec, still with the scorer's rights
+    def prepare_child() -> None:
         try:  # the kernel's OOM killer takes the participant's processes first, never the scorer
             with open("/proc/self/oom_score_adj", "w") as fh:  # (after the switch below it is root's file)
                 fh.write("1000")
@@ -194,13 +184,40 @@ def start(argv: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | 
             os.setgid(become[1])
             os.setuid(become[0])
 
-    proc = subprocess.Popen(list(argv), cwd=cwd or who.home, env=full_env, stdin=subprocess.DEVNULL,
-                            stdout=stdout if stdout is not None else subprocess.PIPE, stderr=subprocess.PIPE,
-                            close_fds=True, pass_fds=pass_fds, start_new_session=True, preexec_fn=prepare_child)
+    return prepare_child
+
+
+def start(argv: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None, control: bool = True,
+          limits: Limits | None = None, who: Account | None = None, stdout: Any = None,
+          trusted: bool = False) -> Participant:
+    """Start ``argv`` as the participant (see the module docstring). ``control``: give it the
+    other end of a control channel (``Participant.channel``). ``stdout``: a file to write its
+    standard output to instead of a kept tail (for long logs). ``trusted``: the scorer's own code
+    running as the participant's user (start it with :func:`room.python_argv`): its home and
+    caches are in its room, its folder outside the home, so nothing of the participant's is read."""
+    who = who or account()
+    limits = limits or Limits()
+    room = Room(who.uid, who.gid)
+    full_env = {**clean_env(who, env), **room.env(trusted)}
+    cwd = NEUTRAL_CWD if trusted else cwd
+    ours = theirs = None
+    pass_fds: tuple[int, ...] = ()
+    if control:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pass_fds = (theirs.fileno(),)
+        full_env[FD_VARIABLE] = str(theirs.fileno())
+    prepare_child = _child_setup(limits, (who.uid, who.gid) if os.geteuid() == 0 else None)
+    try:
+        proc = subprocess.Popen(list(argv), cwd=cwd or who.home, env=full_env, stdin=subprocess.DEVNULL,
+                                stdout=stdout if stdout is not None else subprocess.PIPE, stderr=subprocess.PIPE,
+                                close_fds=True, pass_fds=pass_fds, start_new_session=True, preexec_fn=prepare_child)
+    except BaseException:
+        room.remove()
+        raise
     if theirs is not None:
         theirs.close()
     out = _Tail(proc.stdout) if stdout is None else _EmptyTail()
-    return Participant(proc, who, Channel(ours) if ours is not None else None, out, _Tail(proc.stderr))
+    return Participant(proc, who, Channel(ours) if ours is not None else None, out, _Tail(proc.stderr), room=room)
 
 
 class _EmptyTail(_Tail):

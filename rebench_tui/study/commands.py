@@ -1,0 +1,103 @@
+"""The researcher's commands: `collector serve`, `collector token`, `study status`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..clock import format_hms, parse_duration
+from ..config import Settings
+from ..errors import RebenchError
+from .attach import collector_for
+from .ledger import Ledger
+from .server import MAX_BODY, CollectorServer, tls_context
+
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+db_opt = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=Path("study.db"),
+                      show_default=True, help="the study's SQLite database (made if missing)")
+
+
+@click.group()
+def collector() -> None:
+    """The study collector: the service that witnesses every session's rows as they are written."""
+
+
+@collector.command("token")
+@click.argument("participant")
+@click.option("--researcher", is_flag=True, help="a researcher's token: reads every session, writes none")
+@db_opt
+def token_cmd(participant: str, researcher: bool, db_path: Path) -> None:
+    """Make PARTICIPANT's token and print it once (only its hash is kept)."""
+    ledger = Ledger(db_path)
+    try:
+        token = ledger.add(participant, "researcher" if researcher else "participant")
+    finally:
+        ledger.close()
+    err.print(f"token for {participant} ({'researcher' if researcher else 'participant'}); it is not shown again. "
+              "Give it to them to put in ~/.config/rebench-tui/study-token or REBENCH_STUDY_TOKEN:", highlight=False)
+    out.print(token, highlight=False, markup=False)
+
+
+@collector.command("serve")
+@db_opt
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option("--cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="TLS certificate (PEM); with --key the collector speaks HTTPS only")
+@click.option("--key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="its private key (PEM)")
+@click.option("--max-body", type=click.IntRange(1024), default=MAX_BODY, show_default=True, help="largest request body, in bytes")
+@click.option("--stop-after", default=None, help="stop by itself after this long (e.g. 9h); default: until interrupted")
+def serve(db_path: Path, host: str, port: int, cert: Path | None, key: Path | None, max_body: int,
+          stop_after: str | None) -> None:
+    """Serve the study: take participants' rows, answer the researcher's questions."""
+    if (cert is None) != (key is None):
+        raise RebenchError("--cert and --key go together", fix="give both (HTTPS) or neither (HTTP)")
+    ledger = Ledger(db_path)
+    server = CollectorServer(ledger, (host, port), max_body=max_body,
+                             tls=tls_context(cert, key) if cert and key else None)
+    err.print(f"collector serving {db_path} at {server.url}"
+              + ("" if cert else " (plain HTTP: give --cert and --key for HTTPS beyond this machine)"), highlight=False)
+    thread = server.start()
+    try:
+        thread.join(timeout=parse_duration(stop_after) if stop_after else None)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        ledger.close()
+    err.print("collector stopped; every witnessed row is in the database", highlight=False)
+
+
+@click.group()
+def study() -> None:
+    """A researcher's view of a study's collector."""
+
+
+@study.command("status")
+@click.argument("url")
+def status_cmd(url: str) -> None:
+    """List every live and finished session the collector at URL witnessed (a researcher's token)."""
+    sessions = collector_for(url, Settings()).study()
+    t = Table(title=f"study at {url}: {len(sessions)} session(s)")
+    for col in ("session", "participant", "env", "status", "working", "scorings", "counting", "last row", "gaps"):
+        t.add_column(col, no_wrap=True)
+    for s in sessions:
+        t.add_row(*status_row(s))
+    (out if out.is_terminal else Console(soft_wrap=True, width=200)).print(t)
+
+
+def status_row(s: dict) -> list[str]:
+    limit = s.get("time_limit_s")
+    working = format_hms(s["working_s"]) + ("" if limit is None else f" / {format_hms(limit)}")
+    counting = s["counting"]
+    shown = "hidden" if counting == "hidden" else "—" if counting is None else f"{counting:.6g}"
+    age = s["last_row_age_s"]
+    gaps = "none" if not s["gaps"] else f"{s['gaps']} (longest {format_hms(s['longest_gap_s'])})"
+    return [s["id"], s["participant"], s["env_id"], s["status"], working, str(s["scorings"]), shown,
+            "—" if age is None else f"{format_hms(max(0.0, age))} ago", gaps]
+
+
