@@ -445,7 +445,7 @@ def _check_study(url: str, participant: str | None, settings: Settings) -> None:
     from .study.attach import check_participant, collector_for
 
     if not participant:
-        raise RebenchError("--study needs --participant", kept="nothing was started", fix="add --participant YOUR_ID")
+        raise UsageError("--study needs --participant", kept="nothing was started", fix="add --participant YOUR_ID")
     note = check_participant(collector_for(url, settings), participant)
     if note:
         err.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)

@@ -56,7 +56,7 @@ def test_two_concurrent_sessions_are_listed_with_their_state(study, toy_session,
     assert rows[a.id][4] == "0:15:00 / 1:00:00" and rows[b.id][8] == "none"
     assert "2 session(s)" in r.output
     r = CliRunner().invoke(main, ["study", "status", study.url], env=as_(study, "ada", tmp_path))
-    assert r.exit_code == 2 and "only a researcher" in r.output and "next: use a token" in r.output
+    assert r.exit_code == 1 and "only a researcher" in r.output and "next: use a token" in r.output
     r = CliRunner().invoke(main, ["compare", "--study", study.url, "--no-humans", "--bootstrap", "0",
                                   "--finished-only", "--csv", "-o", str(tmp_path / "report")],
                            env=as_(study, "res", tmp_path), terminal_width=250)
@@ -92,16 +92,16 @@ def test_finish_streams_and_verify_witness_fails_the_rewrite(study, toy_session,
     assert "witnessed score 4" in r.output and "here score 1.5" in r.output
 
 
-@pytest.mark.parametrize("who, extra, says", [
-    ("ada", [], "--study needs --participant"),
-    ("ada", ["--participant", "bob"], "this token is 'ada''s, not 'bob''s"),
-    (None, ["--participant", "ada"], "no study token"),
+@pytest.mark.parametrize("who, extra, says, code", [
+    ("ada", [], "--study needs --participant", 2),          # called wrongly: a usage error
+    ("ada", ["--participant", "bob"], "this token is 'ada''s, not 'bob''s", 1),
+    (None, ["--participant", "ada"], "no study token", 1),
 ])
-def test_start_refuses_before_anything_starts(study, tmp_path, who, extra, says):
+def test_start_refuses_before_anything_starts(study, tmp_path, who, extra, says, code):
     env = as_(study, who or "ada", tmp_path)
     if who is None:
         env["REBENCH_STUDY_TOKEN"] = ""  # unset, and no token file in the config folder
     r = CliRunner().invoke(main, ["start", "toy_score", "--runtime", "local", "--study", study.url, *extra,
                                   "--sessions-dir", str(tmp_path / "sessions")], env=env, terminal_width=300)
-    assert r.exit_code == 2 and says in r.output, r.output
+    assert r.exit_code == code and says in r.output, r.output
     assert "nothing was started" in r.output and not (tmp_path / "sessions").exists()
