@@ -201,6 +201,18 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
+def _signal_each(pids: list[int], sig: int) -> int:
+    """Send ``sig`` to each of ``pids``; how many it reached (one gone, or not ours, is skipped)."""
+    sent = 0
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            sent += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+    return sent
+
+
 def _end_descendants() -> int:
     """SIGKILL every process below this one, again and again until none is left (a fork bomb keeps
     forking while we look); reap them. Returns how many were killed."""
@@ -215,12 +227,7 @@ def _end_descendants() -> int:
             todo.extend(_children(pid))
         if not found:
             break
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
+        killed += _signal_each(found, signal.SIGKILL)
         while True:  # reap what has died (orphans reparented to us included)
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -260,11 +267,7 @@ def freeze_user(uid: int, record: str) -> list[int]:
             break
         frozen.extend(found)
         _write_durably(record, " ".join(map(str, frozen)))
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except (ProcessLookupError, PermissionError):
-                pass
+        _signal_each(found, signal.SIGSTOP)
     return frozen
 
 
@@ -281,20 +284,16 @@ def thaw(state_dir: str) -> int:
                 pids = [int(x) for x in fh.read().split()]
         except (OSError, ValueError):
             pids = []
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGCONT)
-                resumed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
+        resumed += _signal_each(pids, signal.SIGCONT)
         os.unlink(path)
     return resumed
 
 
-SWEPT = ("/tmp", "/var/tmp", "/dev/shm")
+# The machine's shared temporary folders: swept after a scoring, and where a private one is made.
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 
 
-def sweep(uid: int, since_ns: int, roots: tuple[str, ...] = SWEPT) -> int:
+def sweep(uid: int, since_ns: int, roots: tuple[str, ...] = SHARED_TMP) -> int:
     """Remove what ``uid`` made or changed under ``roots`` (shared temporary folders) since
     ``since_ns`` (ctime, the kernel's own clock): with the user's other processes stopped, only
     the scored run can have, and nothing it leaves there may reach the next scoring. Never follows
@@ -395,14 +394,13 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-TMP_CANDIDATES = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 def _tmp_base() -> str:
     """Where the private temp folder goes: $TMPDIR, else the first of /tmp, /var/tmp, /dev/shm
     that exists. An image without any (a root filesystem imported without /tmp) gets a /tmp made
     as it should be (1777), since the supervisor runs as root."""
-    for base in (os.environ.get("TMPDIR"), *TMP_CANDIDATES):
+    for base in (os.environ.get("TMPDIR"), *SHARED_TMP):
         if base and os.path.isdir(base):
             return base
     os.makedirs("/tmp", exist_ok=True)
@@ -624,7 +622,7 @@ def _freeze_owner(args: "Args", status: dict) -> None:
     if uid in (0, os.geteuid()):
         return
     status["frozen_processes"] = len(freeze_user(uid, _frozenfile(args.state_dir, args.token)))
-    status["bytecode_files_removed"] = purge_bytecode(uid, (args.freeze_owner_of, *SWEPT))
+    status["bytecode_files_removed"] = purge_bytecode(uid, (args.freeze_owner_of, *SHARED_TMP))
     args.swept_uid, args.swept_since = uid, time.time_ns()
 
 
