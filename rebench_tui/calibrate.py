@@ -152,20 +152,25 @@ def give_home(session, uid: int | None) -> None:
     os.chown(home, uid, uid)
 
 
-def put_in_place(session, env: Environment, setup: SetupSpec, label: str, progress: Progress = lambda _m: None,
-                 owner: int | None = None) -> dict[str, Any]:
-    """Put one solution in place: copy its files into the home, then run its command as the participant."""
-    info: dict[str, Any] = {"files": dict(setup.files), "command": setup.command, "workdir": setup.workdir}
-    home = session.workspace
+def copy_setup_files(env: Environment, setup: SetupSpec, home: Path,
+                     said: Callable[[str, str], None] = lambda _src, _dest: None) -> None:
+    """Copy a set-up's files from the environment folder into ``home`` (a folder merged into place)."""
     for dest, src in setup.files.items():
         source, target = env.path / src, home / dest
-        progress(f"{label}: {src} -> ~/{dest}")
+        said(src, dest)
         if source.is_dir():
             shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
             shutil.copymode(source, target)
+
+
+def put_in_place(session, env: Environment, setup: SetupSpec, label: str, progress: Progress = lambda _m: None,
+                 owner: int | None = None) -> dict[str, Any]:
+    """Put one solution in place: copy its files into the home, then run its command as the participant."""
+    info: dict[str, Any] = {"files": dict(setup.files), "command": setup.command, "workdir": setup.workdir}
+    copy_setup_files(env, setup, session.workspace, lambda src, dest: progress(f"{label}: {src} -> ~/{dest}"))
     sb = session.sandbox
     give_home(session, owner)
     if setup.files and sb.isolated:  # copied in by this process: the participant owns their files

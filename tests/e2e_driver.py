@@ -286,13 +286,9 @@ def _start_setup(env: Any, profile: Any) -> Any:
 
 def _bare_setup(run: Run, env: Any, setup: Any, home: Path) -> None:
     """The same starting set-up in a bare-machine home: its files copied, its command run as uid 1000."""
-    for dest, src in setup.files.items():
-        source, target = env.path / src, home / dest
-        if source.is_dir():
-            shutil.copytree(source, target, dirs_exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
+    from rebench_tui.calibrate import copy_setup_files
+
+    copy_setup_files(env, setup, home)
     subprocess.run(["chown", "-R", "1000:1000", str(home)], check=False)
     if setup.command:
         argv = [sys.executable if setup.command[0] == "python3" else setup.command[0], *setup.command[1:]]
@@ -305,11 +301,12 @@ def _bare_setup(run: Run, env: Any, setup: Any, home: Path) -> None:
 def _host_services(run: Run, profile: Any, prot: Path, secrets: dict[str, str], work: Path):
     """The profile's services (a stand-in judge or model, the key-adding proxy) on this machine's
     loopback while the bare scorer runs, as the container has them; stopped afterwards."""
+    from rebench_tui.runtime.local import host_argv
+
     procs = []
     env = {**os.environ, **profile.env, **secrets, "REBENCH_PROTECTED": str(prot)}
     for i, cmd in enumerate(profile.services):
-        argv = [sys.executable if a == "python3" else str(prot) + a[len("/protected"):] if a.startswith("/protected/") else a
-                for a in cmd]
+        argv = host_argv(cmd, str(prot), str(work))
         procs.append(subprocess.Popen(argv, env=env, stdout=(work / f"service-{i}.log").open("w"), stderr=subprocess.STDOUT))
         run.log(f"   bare service {i}: {' '.join(argv[1:])}")
     time.sleep(2.0 if procs else 0)  # each binds its port at once; a second is plenty

@@ -28,6 +28,17 @@ def _pump(stream, name: str, sink: StatusFilter, lock: threading.Lock) -> None:
             sink.feed(name, chunk)
 
 
+def host_argv(cmd: Sequence[str], protected: str, home: str) -> list[str]:
+    """A sandbox's command (a service's) as this machine runs it: ``python3`` is this interpreter,
+    /protected/... and /home/agent/... are the folders that stand for them here."""
+    def mapped(arg: str) -> str:
+        for prefix, real in (("/protected", protected), ("/home/agent", home)):
+            if arg == prefix or arg.startswith(prefix + "/"):
+                return real + arg[len(prefix):]
+        return arg
+
+    return [sys.executable if a == "python3" else mapped(a) for a in cmd]
+
 class LocalSandbox(Sandbox):
     kind = "local"
     isolated = False
@@ -122,13 +133,6 @@ class LocalSandbox(Sandbox):
     def is_running(self) -> bool:
         return not self._stopped
 
-    def container_path(self, arg: str) -> str:
-        """Map /protected/... and /home/agent/... in a service's command onto this machine's folders."""
-        for prefix, real in (("/protected", self.protected), ("/home/agent", self.home)):
-            if arg == prefix or arg.startswith(prefix + "/"):
-                return real + arg[len(prefix):]
-        return arg
-
     def start_services(self) -> None:
         run = self.spec.state_dir / "run"
         run.mkdir(parents=True, exist_ok=True)
@@ -140,7 +144,7 @@ class LocalSandbox(Sandbox):
                 continue  # still running
             except (OSError, ValueError):
                 pass
-            argv = [sys.executable if c == "python3" else self.container_path(c) for c in cmd]
+            argv = host_argv(cmd, self.protected, self.home)
             with open(run / f"service-{i}.log", "ab") as log:
                 proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         start_new_session=True, cwd=self.home)
