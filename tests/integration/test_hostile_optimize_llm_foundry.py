@@ -139,20 +139,26 @@ def test_a_daemon_left_after_honest_training_changes_nothing(arena, request):
         assert record.message["norm_diff"] == 0.0 and record.details["stragglers_killed"] >= 1, record
 
 
-def test_a_helper_outside_the_scorers_tree_cannot_swap_the_weights(arena, request):
-    """A helper started from the participant's own shell before the scoring (not the scorer's
-    descendant, so the scorer does not kill it) rewrites trained_model/model.safetensors while the
-    scorer reads it: NaN (a changed folder or wrong weights)."""
-    arena.reset()
-    helper = ("cd /home/agent/solution && echo $$ > helper.pid && while [ ! -e go ]; do sleep 0.01; done; "
-              "end=$(( $(date +%s) + 60 )); while [ $(date +%s) -lt $end ]; do "
-              "cat ../assets/base_model/model.safetensors > trained_model/model.safetensors 2>/dev/null; done")
+def start_helper(arena, script: str) -> int:
+    """A helper the participant starts from their shell before a scoring (its own session, in
+    ~/solution, as agent) running ``script``; its pid, once it has written it to helper.pid."""
+    helper = "cd /home/agent/solution && echo $$ > helper.pid && " + script
     arena.session.sandbox.container.exec_run(["setsid", "bash", "-c", helper], user="agent", detach=True)
     for _ in range(100):
         if (arena.workspace / "solution" / "helper.pid").is_file():
             break
         time.sleep(0.1)
-    pid = int((arena.workspace / "solution" / "helper.pid").read_text())
+    return int((arena.workspace / "solution" / "helper.pid").read_text())
+
+
+def test_a_helper_outside_the_scorers_tree_cannot_swap_the_weights(arena, request):
+    """A helper started from the participant's own shell before the scoring (not the scorer's
+    descendant, so the scorer does not kill it) rewrites trained_model/model.safetensors while the
+    scorer reads it: NaN (a changed folder or wrong weights)."""
+    arena.reset()
+    pid = start_helper(arena, "while [ ! -e go ]; do sleep 0.01; done; "
+                              "end=$(( $(date +%s) + 60 )); while [ $(date +%s) -lt $end ]; do "
+                              "cat ../assets/base_model/model.safetensors > trained_model/model.safetensors 2>/dev/null; done")
     try:
         arena.write({"solution/finetune.sh": (HOSTILE / "outside_writer.sh").read_text()})
         record = arena.score()
@@ -179,14 +185,8 @@ def test_weights_written_after_the_clock_stopped_do_not_count(arena):
     cache = AssetStore(Settings().cache_dir).status(arena.env, "smoke").folder / "protected" / "reference_model"
     arena.reset()
     arena.write({f"solution/.cache_model/{p.name}": p.read_bytes() for p in cache.iterdir()})
-    helper = ("cd /home/agent/solution && echo $$ > helper.pid && while [ ! -e go ]; do sleep 0.005; done; sleep 0.02; "
-              "cat .cache_model/model.safetensors > trained_model/model.safetensors")
-    arena.session.sandbox.container.exec_run(["setsid", "bash", "-c", helper], user="agent", detach=True)
-    for _ in range(100):
-        if (arena.workspace / "solution" / "helper.pid").is_file():
-            break
-        time.sleep(0.1)
-    pid = int((arena.workspace / "solution" / "helper.pid").read_text())
+    pid = start_helper(arena, "while [ ! -e go ]; do sleep 0.005; done; sleep 0.02; "
+                              "cat .cache_model/model.safetensors > trained_model/model.safetensors")
     try:
         arena.write({"solution/finetune.sh": (HOSTILE / "late_writer.sh").read_text()})
         record = arena.score()
