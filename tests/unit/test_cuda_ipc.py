@@ -1,6 +1,6 @@
 """rebench_scorer.cuda_ipc: a buffer description from the other side is checked field by field
 before the driver is asked to map anything (these checks run without a GPU; the mapping itself
-is measured by environments/triton_cumsum/reference/harness_gpu.sh on one)."""
+is measured by environments/triton_cumsum/reference/harness_timing.sh and harness_hostile.sh on one)."""
 
 from __future__ import annotations
 

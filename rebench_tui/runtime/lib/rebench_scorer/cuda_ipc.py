@@ -130,6 +130,14 @@ class _View:
         self.owner = owner  # the mapping stays while a view of it lives
 
 
+def view(ptr: int, shape: list[int], dtype: str, owner: object, device: int = 0):
+    """A tensor over device memory at ``ptr`` that this process has mapped (``owner``, kept alive
+    with the view). Nothing is checked: the caller vouches for the range it reads."""
+    import torch
+
+    return torch.as_tensor(_View(ptr, list(shape), DTYPES[dtype][0], owner), device=f"cuda:{device}")
+
+
 class Buffer:
     """Device memory of its own (one driver allocation, outside PyTorch's caching allocator) for
     sharing. A handle names a whole allocation, so a tensor from PyTorch's allocator may share
@@ -196,8 +204,11 @@ class Opener:
     def open(self, desc: dict[str, Any], *, dtype: str, shape: list[int]):
         """A tensor viewing the described buffer, checked to be the asked-for dtype and shape and
         to lie inside the mapping."""
-        import torch
+        return view(self.locate(desc, dtype=dtype, shape=shape), shape, dtype, self, self.device)
 
+    def locate(self, desc: dict[str, Any], *, dtype: str, shape: list[int]) -> int:
+        """Where the described tensor starts in this process, with every check :meth:`open` makes
+        (no tensor is made: a timed caller reads many buffers through one view of its own)."""
         if not isinstance(desc, dict) or desc.get("kind") != "cuda-ipc":
             raise ShareError("not a CUDA buffer description")
         if desc.get("dtype") != dtype or desc.get("shape") != list(shape):
@@ -207,7 +218,7 @@ class Opener:
         offset = desc.get("offset_bytes")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ShareError(f"offset_bytes must be a non-negative integer, not {offset!r}")
-        typestr, width = DTYPES[dtype]
+        width = DTYPES[dtype][1]
         if offset % width:
             raise ShareError(f"offset {offset} is not aligned to {dtype}")
         try:
@@ -222,7 +233,7 @@ class Opener:
         ptr, size = self._map(handle)
         if offset + numel * width > size:
             raise ShareError(f"the shared allocation holds {size} bytes; the tensor needs {offset + numel * width}")
-        return torch.as_tensor(_View(ptr + offset, list(shape), typestr, self), device=f"cuda:{self.device}")
+        return ptr + offset
 
     def close(self) -> None:
         """Unmap everything (no tensor opened here may be used afterwards)."""
