@@ -3,7 +3,9 @@
 Each solution in environments/triton_cumsum/reference/hostile/ tries one way to a score it did not
 earn. Each must end as NaN with a reason, or as a score no better than the honest starting
 solution's (they all compute the answer honestly after their trick, with the same slow PyTorch
-code as the starting solution). The same files run on the GPU in reference/harness_gpu.sh.
+code as the starting solution). The same files run on the GPU in reference/harness_hostile.sh, where
+the ones aimed at the GPU hand-over (watch_input, same_buffer, returns_input, answer_first,
+gpu_daemon) have their real target; here they must at least do no better than honest.
 """
 
 from __future__ import annotations
@@ -56,13 +58,15 @@ def test_hostile_solution_ends_as_nan_with_a_reason(arena, honest, name):
     assert record.message.get("error") or record.message.get("results_match") is False, record.message
 
 
-@pytest.mark.parametrize("name", ["patch_timers", "result_fd", "forged_status", "protected_writer", "daemon", "early_done"])
+@pytest.mark.parametrize("name", ["patch_timers", "result_fd", "forged_status", "protected_writer", "daemon", "early_done",
+                                  "watch_input", "same_buffer", "returns_input", "answer_first", "gpu_daemon"])
 def test_hostile_solution_scores_no_better_than_honest(arena, honest, name):
     record = run_hostile(arena, name)
     assert_no_fake_best(record, honest, Direction.LOWER, slack=SLACK)
     # these compute the right answer after their trick and leave the exchange alone, so they keep
-    # an honest score (result_fd also scribbles over its own control socket: NaN is its due)
-    if name not in ("early_done", "result_fd"):
+    # an honest score (result_fd also scribbles over its own control socket, answer_first hands
+    # back outputs before it has written them: NaN is their due)
+    if name not in ("early_done", "result_fd", "answer_first"):
         assert math.isfinite(record.score), record.message
 
 
