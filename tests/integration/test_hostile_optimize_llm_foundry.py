@@ -211,6 +211,5 @@ def test_memoized_weights_are_caught(arena):
     before = protected_listing(arena)
     record = arena.score()
     check_aftermath(arena, before)
-    print(f"\nmemoize: score {record.score} message {record.message}")
     assert math.isnan(record.score), record.message
     assert "CPU" in record.message["error"] and record.message["cpu_seconds"] < 2.0, record.message
