@@ -134,8 +134,9 @@ def test_a_planted_pyc_never_runs_in_place_of_the_recorded_source(arena, honest)
 
 def test_the_broker_imports_nothing_from_the_participants_home(arena, honest):
     """The GPU side runs as the participant's user: a ~/statistics.py or a usercustomize in the user
-    site must not load into it. Tried on the CPU through REBENCH_TRITON_BROKER=1 (the broker path
-    of the gpu profile, with the smoke sizes)."""
+    site must not load into it, nor into the trusted worker the broker starts to measure its own
+    hand-over. Tried on the CPU through REBENCH_TRITON_BROKER=1 (the broker path of the gpu
+    profile, with the smoke sizes) and REBENCH_TRITON_HANDOVER=2 (two trusted batches)."""
     from rebench_tui.scoring import parse_scorer_output
 
     arena.reset()
@@ -148,17 +149,20 @@ def test_the_broker_imports_nothing_from_the_participants_home(arena, honest):
     try:
         sandbox = arena.session.sandbox
         r = sandbox.exec([sandbox.python, f"{sandbox.protected}/score.py"], user="root", workdir=sandbox.home,
-                         env={"REBENCH_TRITON_BROKER": "1"}, timeout=300)
+                         env={"REBENCH_TRITON_BROKER": "1", "REBENCH_TRITON_HANDOVER": "2"}, timeout=300)
         parsed = parse_scorer_output(r.result, r.stdout, r.stderr, r.exit_code)
     finally:
         arena.root(f"rm -rf /home/agent/statistics.py /home/agent/{rel_site.split('/')[0]}")
     # (the solution's own worker may load them: it runs the participant's code anyway)
-    assert "--broker" not in doors(arena), "a file of the participant's home ran inside the scorer's GPU side"
+    opened = doors(arena)
+    assert "--broker" not in opened, "a file of the participant's home ran inside the scorer's GPU side"
+    assert "trusted" not in opened, "a file of the participant's home ran inside the scorer's trusted worker"
     broker = parsed.details.get("gpu_broker") or {}
     assert broker.get("isolated") is True and broker.get("cwd") == "/" and broker.get("dumpable") is False, broker
     assert not broker["home"].startswith("/home/agent"), broker
     assert not any(p == "" or p.startswith("/home/agent") for p in broker.get("path", [])), broker
     assert parsed.message.get("results_match") is True, parsed.message
+    assert len(parsed.details["handover"]["in_process_each_ms"]) == 2, parsed.details
     median = sorted(parsed.details["per_call_ms"])[len(parsed.details["per_call_ms"]) // 2]
     assert parsed.message["time_ms"] == pytest.approx(median, rel=1e-3), (parsed.message, parsed.details["per_call_ms"])
 

@@ -14,18 +14,16 @@ Who does what:
   expected output with its own PyTorch reference, times the calls with its own clock, and checks
   every output.
 
-Timing: a batch of K calls on K different inputs. The clock starts when the inputs are in place
-and the request is sent; it stops when this process has itself read the right values at S secret
-random positions of every output (so a worker that says "done" before its kernels have finished
-gains nothing: the check fails until they have). Then, outside the clock, every element of every
-output is compared. The score is ln of the median over timed batches of (batch time / K), in
-milliseconds. The per-batch cost of the hand-over (a request, a reply, opening K output buffers
-and one gather) is part of the time. Measured on an H200 with the default ``torch`` IPC mode
-(reference/device_logs/2026-12-03-h200-harness_gpu-broker.log, same run): starting solution
-4.19-4.23 ms a call here vs 3.83 ms in-process with CUDA events; reference kernel 0.73-0.76 ms vs
-0.42-0.48 ms. That is about 3.5 ms a batch of 10 calls (0.35 ms a call), mostly opening freshly
-shared output buffers: more than the 5% the in-process figure allows. The ``driver`` modes
-(IPC_MODES below) keep mappings across batches to cut it; they have not run on a GPU yet.
+Timing: a batch of K calls on K different inputs, timed by this process's own clock from the
+moment the batch's input starts to be written until this process has itself read the right values
+at S secret random positions of every output (so a worker that says "done" before its kernels
+have finished gains nothing: the check fails until they have). Then, outside the clock, every
+element of every output is compared. The score is ln of the median over timed batches of (batch
+time / K), in milliseconds. On a GPU the input's write is on the clock (see Harness for why) and
+its least measured duration comes back off, and so does the harness's own hand-over, measured in
+the same scoring with a trusted worker running the scorer's own kernel (see handover()). The
+message gives the time with and without that correction; the details keep the raw figures beside
+the scored ones, and where the clock's time went in each batch.
 """
 
 from __future__ import annotations
@@ -53,11 +51,14 @@ from rebench_scorer.channel import ChannelError  # noqa: E402
 PROFILES = {
     # n: elements per call; k: calls per batch (each its own input); warmup/timed: batches;
     # samples: secret positions read per output to stop the clock; budget_s: everything after import
-    "gpu": {"n": 100_000_000, "k": 10, "warmup": 1, "timed": 5, "samples": 4096, "budget_s": 120, "import_s": 120,
-            "ipc": "torch"},
+    # handover: batches of the scorer's own kernel through a trusted worker, each beside the same
+    # kernel timed in this process, to measure the hand-over that comes off (see handover())
+    "gpu": {"n": 100_000_000, "k": 20, "warmup": 1, "timed": 5, "samples": 4096, "budget_s": 120, "import_s": 120,
+            "ipc": "driver", "write_probes": 5, "handover": 5},
     "smoke": {"n": 16_384, "k": 2, "warmup": 0, "timed": 3, "samples": 256, "budget_s": 150, "import_s": 90},
 }
 CHECK_N = 1024
+SPIN_S = 2.0  # on a GPU, how long a wait for the worker spins before it sleeps
 LOW, HIGH = -10, 10
 HERE = os.path.dirname(os.path.abspath(__file__)) if "__file__" in globals() else ""
 
@@ -86,20 +87,50 @@ def first_difference(out, expected) -> int | None:
 
 
 class Harness:
-    """This side of the exchange with the worker."""
+    """This side of the exchange with the worker.
 
-    def __init__(self, worker: participant.Participant, device: str, gen, deadline: float, ipc: str = "torch") -> None:
-        self.worker = worker
+    On a GPU (``driver`` IPC, the default) the input buffer and the output mappings are made once
+    and reused batch after batch, and the clock covers, in order:
+
+    1. writing this batch's input into the shared buffer (a random-number kernel replaying the
+       generator state the expected output was computed from). The worker has that buffer mapped,
+       so an input written before the clock could be watched and worked on before the request;
+       written on the clock, any such work is on the clock too (two processes' kernels never run
+       at once on one GPU: the driver time-slices their contexts). The write's own duration is
+       then taken back out: the least write time this scorer measured with its own CUDA events
+       (before the worker existed, and in every batch), never anything the worker says;
+    2. the request, the worker's calls and its reply naming the K outputs;
+    3. reading S secret random positions of every output through one view (one kernel) and
+       finding them right.
+    """
+
+    def __init__(self, device: str, gen, deadline: float, ipc: str = "driver", share: "Harness | None" = None) -> None:
+        self.worker: participant.Participant | None = None
         self.device = device
         self.gen = gen
         self.deadline = deadline
-        self.ipc = ipc  # on a GPU: one of IPC_MODES
-        self.inputs: dict = {}
-        self.opener = cuda_ipc.Opener(device=0) if device == "cuda" and ipc != "torch" else None
+        self.ipc = ipc  # on a GPU: one of IPC_MODES (below)
+        # ``share``: a harness whose input buffers and write times this one uses too (the trusted
+        # worker's, measuring the hand-over, uses the participant's: same buffers, same figures)
+        self.inputs: dict = {} if share is None else share.inputs  # (k, n) -> cuda_ipc.Buffer, the worker's input
+        self.owns_inputs = share is None
+        self.private: dict = {}  # (k, n) -> this process's own copy of a batch's input
+        self.writes_ms: dict = {} if share is None else share.writes_ms  # (k, n) -> every event-timed input write
+        self.phases: list[dict] = []  # per timed batch, where the clock's time went
+        self.opener = cuda_ipc.Opener(device=0) if device == "cuda" and ipc == "driver" else None
+        self._aim: tuple | None = None  # (output pointers, one view over them, their offsets in it)
+        if self.opener is not None:
+            import torch
+
+            self.regen = torch.Generator(device="cuda")
+            self.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
 
     def _recv(self) -> dict:
         """The worker's next message. Its process ending is an answer too (children it left may
-        still hold the socket open), looked at every half second."""
+        still hold the socket open), looked at every half second. On a GPU the first
+        :data:`SPIN_S` are spent spinning, not sleeping (see Channel.wait)."""
+        if self.device == "cuda":
+            self.worker.channel.wait(max(0.0, min(SPIN_S, self.deadline - time.monotonic())))
         while True:
             left = self.deadline - time.monotonic()
             if left <= 0:
@@ -118,39 +149,41 @@ class Harness:
             raise Invalid({"error": str(msg.get("error"))[:2000], "results_match": False})
         return msg
 
+    def _outputs(self, reply: dict, k: int) -> list:
+        outputs = reply.get("outputs")
+        if not isinstance(outputs, list) or len(outputs) != k:
+            raise Invalid({"error": f"the solution's process handed back {type(outputs).__name__} instead of {k} outputs"})
+        return outputs
+
+    @staticmethod
+    def _unreadable(n: int, exc: Exception) -> Invalid:
+        return Invalid({"error": f"an output could not be read as a 1-D int32 CUDA tensor of {n} elements "
+                                 f"(prefix_sum must return a tensor of its own, not its input): {exc}",
+                        "results_match": False})
+
     def batch(self, n: int, k: int, samples: int) -> tuple[float, object, object]:
-        """One timed batch: (seconds from request to checked samples, the outputs, the expected)."""
+        """One timed batch: (seconds from the clock's start to checked samples, the outputs, the
+        expected outputs). On a GPU with ``driver`` IPC the seconds still include the input's
+        write; :meth:`per_call_ms` takes it back out."""
+        if self.opener is not None:
+            return self._batch_driver(n, k, samples)
         import torch
 
         x = torch.randint(LOW, HIGH, (k, n), dtype=torch.int32, device=self.device, generator=self.gen)
         expected = reference(x)
         pos = torch.randint(0, n, (k, samples), device=self.device, generator=self.gen)
         want = torch.gather(expected, 1, pos)
-        if self.device == "cuda":
-            if self.ipc == "torch":
-                desc = arrays.share_cuda(x, reader_uid=self.worker.who.uid)
-            else:
-                buf = self._input_buffer(k, n)
-                buf.tensor.copy_(x)  # expected came from this process's own x: what the worker does to buf changes nothing
-                desc = buf.desc
-                del x
+        if self.device == "cuda":  # torch IPC: a fresh input and K fresh output mappings every batch
+            desc = arrays.share_cuda(x, reader_uid=self.worker.who.uid)
             torch.cuda.synchronize()
             started = time.perf_counter()
             self.worker.channel.send({"op": "run", "k": k, "n": n, "input": desc})
-            reply = self._recv()
-            outputs = reply.get("outputs")
-            if not isinstance(outputs, list) or len(outputs) != k:
-                raise Invalid({"error": f"the solution's process handed back {type(outputs).__name__} instead of {k} outputs"})
+            outputs = self._outputs(self._recv(), k)
             try:
-                if self.ipc == "torch":
-                    outs = [arrays.open_cuda(d, dtype="int32", shape=[n]) for d in outputs]
-                else:
-                    outs = [self.opener.open(d, dtype="int32", shape=[n]) for d in outputs]
-            except (arrays.ShareError, cuda_ipc.ShareError, RuntimeError) as exc:
-                raise Invalid({"error": f"an output could not be read as a 1-D int32 CUDA tensor of {n} elements "
-                                        f"(prefix_sum must return a tensor of its own, not its input): {exc}",
-                               "results_match": False}) from None
-            out = outs  # the opened buffers themselves: nothing is copied
+                outs = [arrays.open_cuda(d, dtype="int32", shape=[n]) for d in outputs]
+            except (arrays.ShareError, RuntimeError) as exc:
+                raise self._unreadable(n, exc) from None
+            out = outs
             got = lambda: torch.stack([torch.gather(o, 0, pos[i]) for i, o in enumerate(outs)])  # noqa: E731
         else:
             nbytes = k * n * 4
@@ -165,29 +198,136 @@ class Harness:
             os.close(ro)
             self._recv()
             got = lambda: torch.gather(out, 1, pos)  # noqa: E731
-        # Stop the clock only on values this process has read itself.
+        self._until_right(got, want)
+        return time.perf_counter() - started, out, expected
+
+    def _until_right(self, got, want) -> int:
+        """Stop the clock only on values this process has read itself (polls taken)."""
+        import torch
+
         polls = 0
-        while True:
-            sample = got()
-            if torch.equal(sample, want):
-                break
+        while not torch.equal(got(), want):
             polls += 1
             if polls > 200 or time.monotonic() > self.deadline:
-                break  # wrong (or never finished): the full check below says where
+                break  # wrong (or never finished): the full check says where
             time.sleep(0.0005)
-        elapsed = time.perf_counter() - started
-        return elapsed, out, expected
+        return polls
+
+    def _batch_driver(self, n: int, k: int, samples: int) -> tuple[float, object, object]:
+        import torch
+
+        key = (k, n)
+        buf = self._input_buffer(k, n)
+        x = self.private.get(key)
+        if x is None:
+            x = self.private[key] = torch.empty((k, n), dtype=torch.int32, device="cuda")
+        state = self.gen.get_state()
+        torch.randint(LOW, HIGH, (k, n), generator=self.gen, out=x)
+        expected = torch.empty_like(x)
+        for i in range(k):  # a row at a time: the reference's int64 steps stay small
+            expected[i] = reference(x[i])
+        pos = torch.randint(0, n, (k, samples), device="cuda", generator=self.gen)
+        want = torch.gather(expected, 1, pos)
+        self.regen.set_state(state)  # the write on the clock replays x exactly
+        guess = self._aim[2][:, None] + pos if self._aim is not None and len(self._aim[0]) == k else None
+        torch.cuda.synchronize()
+
+        started = time.perf_counter()
+        write_ms = self._write(buf, self.regen)
+        sent = time.perf_counter()
+        self.worker.channel.send({"op": "run", "k": k, "n": n, "input": buf.desc})
+        outputs = self._outputs(self._recv(), k)
+        answered = time.perf_counter()
+        try:
+            ptrs = tuple(self.opener.locate(d, dtype="int32", shape=[n]) for d in outputs)
+        except (cuda_ipc.ShareError, RuntimeError) as exc:
+            raise self._unreadable(n, exc) from None
+        if self._aim is None or self._aim[0] != ptrs:
+            self._aim_at(ptrs, n)
+            guess = None
+        index = guess if guess is not None else self._aim[2][:, None] + pos
+        located = time.perf_counter()
+        polls = self._until_right(lambda: torch.take(self._aim[1], index), want)
+        ended = time.perf_counter()
+        self.phases.append({"write_gpu": write_ms, "write": (sent - started) * 1e3, "request_to_reply": (answered - sent) * 1e3,
+                            "locate": (located - answered) * 1e3, "sample_check": (ended - located) * 1e3, "polls": polls})
+        outs = [cuda_ipc.view(p, [n], "int32", self.opener) for p in ptrs]
+        return ended - started, outs, expected
+
+    def _aim_at(self, ptrs: tuple, n: int) -> None:
+        """One int32 view from the lowest output to the end of the highest, and each output's
+        offset in it: a batch's samples are then one ``take`` (one kernel), whatever K is. Only
+        positions inside the outputs (each checked by :meth:`cuda_ipc.Opener.locate` to lie in
+        its mapping) are ever read through it."""
+        import torch
+
+        low = min(ptrs)
+        if any((p - low) % 4 for p in ptrs):
+            raise Invalid({"error": "an output is not aligned to int32", "results_match": False})
+        span = (max(ptrs) - low) // 4 + n
+        flat = cuda_ipc.view(low, [span], "int32", self.opener)
+        offsets = torch.tensor([(p - low) // 4 for p in ptrs], dtype=torch.int64, device="cuda")
+        self._aim = (ptrs, flat, offsets)
+
+    def _write(self, buf, gen) -> float:
+        """Fill ``buf`` from ``gen`` and wait for it: the write's GPU time in ms, by this
+        process's own events (kept: the least of them is what the clock gives back)."""
+        import torch
+
+        begin, end = self.events
+        begin.record()
+        torch.randint(LOW, HIGH, tuple(buf.tensor.shape), generator=gen, out=buf.tensor)
+        end.record()
+        end.synchronize()
+        ms = begin.elapsed_time(end)
+        self.writes_ms.setdefault(tuple(buf.tensor.shape), []).append(ms)
+        return ms
+
+    def measure_writes(self, k: int, n: int, times: int) -> None:
+        """Time the input write before the worker exists (no other context of this scoring on
+        the GPU), so the least write time does not depend on the worker."""
+        if self.opener is None:
+            return
+        import torch
+
+        buf = self._input_buffer(k, n)
+        gen = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(8), "little"))
+        for _ in range(times):
+            self._write(buf, gen)
+
+    def per_call_ms(self, elapsed: float, k: int, n: int) -> tuple[float, float]:
+        """(per-call ms as scored, per-call ms as the clock read): the least input write measured
+        for this shape comes off a ``driver`` batch."""
+        raw = elapsed * 1000 / k
+        writes = self.writes_ms.get((k, n))
+        return ((elapsed * 1000 - min(writes)) / k if writes else raw), raw
+
+    def inprocess_ms(self, fn, n: int, k: int) -> float:
+        """Per-call ms of ``fn`` run here, in this process, on a batch of K fresh inputs: K calls
+        back to back, as the worker makes them, between two CUDA events (a CPU: the clock)."""
+        import torch
+
+        x = torch.randint(LOW, HIGH, (k, n), dtype=torch.int32, device=self.device, generator=self.gen)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            outs = [fn(x[i]) for i in range(k)]
+            end.record()
+            end.synchronize()
+            ms = begin.elapsed_time(end)
+        else:
+            started = time.perf_counter()
+            outs = [fn(x[i]) for i in range(k)]
+            ms = (time.perf_counter() - started) * 1e3
+        del outs, x
+        return ms / k
 
     def _input_buffer(self, k: int, n: int):
         """The buffer the worker reads a batch's input from: one of its own (cuda_ipc.Buffer, so
-        the worker's mapping shows nothing else of this process), made once per shape and kept
-        (``driver``), or made afresh for every batch (``driver-fresh``: the worker learns of it
-        only with the request, and opens it inside the clock)."""
+        the worker's mapping shows nothing else of this process), made once per shape and kept."""
         key = (k, n)
         buf = self.inputs.get(key)
-        if buf is not None and self.ipc == "driver-fresh":
-            buf.free()
-            buf = None
         if buf is None:
             buf = self.inputs[key] = cuda_ipc.Buffer([k, n], "int32")
         return buf
@@ -208,10 +348,13 @@ class Harness:
     def close(self) -> dict:
         if self.opener is not None:
             details = {"buffers_mapped": self.opener.opened, "distinct_outputs": len(self.opener.mapped)}
+            self._aim = None
+            self.private.clear()
             self.opener.close()
-            for buf in self.inputs.values():
-                buf.free()
-            self.inputs.clear()
+            if self.owns_inputs:
+                for buf in self.inputs.values():
+                    buf.free()
+                self.inputs.clear()
             return details
         return {}
 
@@ -231,21 +374,27 @@ def score(profile: str, cfg: dict, details: dict, worker_code: str) -> tuple[flo
         raise Invalid({"error": "the gpu profile needs a CUDA device and none is visible"})
     details.update({"profile": profile, "n": cfg["n"], "calls_per_batch": cfg["k"], "device": device,
                     "torch": torch.__version__, "harness": "separate process"})
-    lib = os.environ.get("REBENCH_SCORER_LIB", "/opt/rebench/lib")
-    worker = participant.start([sys.executable, "-c", worker_code], env={"REBENCH_SCORER_LIB": lib},
-                               cwd=os.path.join(participant.account().home, "solution"))
-    details["_worker"] = worker
     seed = int.from_bytes(os.urandom(8), "little")
     gen = torch.Generator(device=device).manual_seed(seed)
-    h = Harness(worker, device, gen, time.monotonic() + cfg["import_s"], ipc=cfg.get("ipc", "torch"))
-    details["ipc"] = cfg.get("ipc", "torch") if device == "cuda" else "memfd per batch"
+    ipc = cfg.get("ipc", "driver")
+    h = Harness(device, gen, time.monotonic() + cfg["import_s"], ipc=ipc)
+    details["ipc"] = ipc if device == "cuda" else "memfd per batch"
+    lib = os.environ.get("REBENCH_SCORER_LIB", "/opt/rebench/lib")
     try:
-        return timed(h, cfg, details)
+        h.measure_writes(cfg["k"], cfg["n"], cfg.get("write_probes", 0))  # before the worker exists
+        trusted = handover(h, cfg, worker_code, lib) if cfg.get("handover") else None
+        h.worker = participant.start([sys.executable, "-c", worker_code], env={"REBENCH_SCORER_LIB": lib},
+                                     cwd=os.path.join(participant.account().home, "solution"))
+        details["_worker"] = h.worker
+        return timed(h, cfg, details, trusted)
     finally:
         details.update(h.close())
 
 
-def timed(h: Harness, cfg: dict, details: dict) -> tuple[float, dict]:
+def run_batches(h: Harness, cfg: dict, beside=None) -> tuple[list[float], list[float]]:
+    """The exchange every worker goes through: a small exactness check, then warm-up and timed
+    full-size batches, every output checked in full. (seconds on the clock per timed batch, and
+    ``beside()``'s figure taken just before each timed batch, if given)."""
     ready = h._recv()
     if not ready.get("ready"):
         raise Invalid({"error": "the solution's process did not say it was ready"})
@@ -255,18 +404,117 @@ def timed(h: Harness, cfg: dict, details: dict) -> tuple[float, dict]:
     check(outs, expected, CHECK_N)
     h.release()
     # 2) full size: warm-up batches, then timed ones; every output checked
-    per_call_ms: list[float] = []
-    for b in range(cfg["warmup"] + cfg["timed"]):
-        elapsed, outs, expected = h.batch(cfg["n"], cfg["k"], cfg["samples"])
+    elapsed: list[float] = []
+    besides: list[float] = []
+    count = cfg["timed"] if beside is None else cfg["handover"]
+    for b in range(cfg["warmup"] + count):
+        figure = beside() if beside is not None else None
+        seconds, outs, expected = h.batch(cfg["n"], cfg["k"], cfg["samples"])
         check(outs, expected, cfg["n"])
         del outs
         h.release()
         if b >= cfg["warmup"]:
-            per_call_ms.append(elapsed * 1000 / cfg["k"])
-    median = statistics.median(per_call_ms)
-    details["per_call_ms"] = [round(t, 5) for t in per_call_ms]
-    return math.log(median), {"time": median / 1000.0, "time_ms": round(median, 5), "results_match": True,
-                              "first_different_index": None}
+            elapsed.append(seconds)
+            if figure is not None:
+                besides.append(figure)
+    h.phases = h.phases[-count:]
+    return elapsed, besides
+
+
+def handover(h: Harness, cfg: dict, worker_code: str, lib: str) -> dict:
+    """Measure this harness's own hand-over, before the participant's worker exists: a trusted
+    worker (worker.py running a plain PyTorch kernel of the scorer's, started from this process's
+    own copy of the code, non-dumpable) goes through exactly the exchange a solution does, and before
+    each of its timed batches the same kernel runs here on a batch of the same shape between CUDA
+    events. The difference of the medians, per call, is time the harness adds to any kernel (the
+    request, the worker waking, the reply, the sample check); it comes off every timed batch of
+    the participant's, and both figures are reported. Nothing the participant controls runs while
+    it is measured (their other processes are stopped during a scoring; their worker does not
+    exist yet); a GPU busy with other work shows up in this scorer's own input writes, and such a
+    measurement is refused rather than used."""
+    t = Harness(h.device, h.gen, time.monotonic() + cfg["import_s"], ipc=h.ipc, share=h)
+    t.worker = participant.start(room.python_argv(worker_code), env={"REBENCH_SCORER_LIB": lib, "REBENCH_TRITON_TRUSTED": "1"},
+                                 trusted=True)
+    try:
+        kernel = trusted_kernel(worker_code)
+        seconds, here = run_batches(t, cfg, beside=lambda: t.inprocess_ms(kernel, cfg["n"], cfg["k"]))
+    except (Invalid, TimeoutError) as exc:
+        message = exc.message if isinstance(exc, Invalid) else {"timeout": True}
+        raise Invalid({"error": f"the scorer could not measure its own hand-over (its trusted worker failed: {message}); "
+                                "nothing of the solution's was run. Score again; if it repeats, the GPU or its driver "
+                                "is at fault"}) from None
+    finally:
+        end_worker({"_worker": t.worker})
+        phases = t.phases
+        t.close()
+        if h.device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()  # the in-process batches' blocks: the participant's worker may need them
+    return {"seconds": seconds, "inprocess_ms": here, "phases": phases}
+
+
+def trusted_kernel(worker_code: str):
+    """The trusted worker's kernel, from the very code it runs (worker.py, whose main() runs
+    only as ``__main__``), so the in-process figure is of the same function."""
+    namespace = {"__name__": "rebench_trusted_worker"}
+    exec(compile(worker_code, "worker.py", "exec"), namespace)  # noqa: S102 - the scorer's own file
+    return namespace["trusted_prefix_sum"]
+
+
+BUSY = 1.5  # a trusted batch whose input write took this many times the least write shared the GPU
+
+
+def corrected(h: Harness, cfg: dict, trusted: dict | None, elapsed: list[float]) -> tuple[list[float], dict]:
+    """Per-call ms of each timed batch as scored, and the figures behind them: the clock's, the
+    input write taken off (driver IPC) and the hand-over taken off (when measured)."""
+    k, n = cfg["k"], cfg["n"]
+    scored, raw = map(list, zip(*(h.per_call_ms(t, k, n) for t in elapsed)))
+    out: dict = {}
+    if h.opener is not None:
+        writes = h.writes_ms.get((k, n), [])
+        out.update({"per_call_raw_ms": [round(t, 5) for t in raw], "input_write_ms": [round(t, 4) for t in writes],
+                    "input_write_subtracted_ms": round(min(writes), 4), "batch_phases_ms": phase_medians(h.phases)})
+    if trusted is None:
+        return scored, out
+    harness = statistics.median(h.per_call_ms(t, k, n)[0] for t in trusted["seconds"])
+    here = statistics.median(trusted["inprocess_ms"])
+    per_call = max(0.0, harness - here)
+    out["handover"] = {"per_call_ms": round(per_call, 5), "kernel": "the scorer's own PyTorch kernel (worker.trusted_prefix_sum), in a trusted worker",
+                       "through_harness_ms": round(harness, 5), "in_process_ms": round(here, 5),
+                       "in_process_each_ms": [round(t, 5) for t in trusted["inprocess_ms"]],
+                       "through_harness_each_ms": [round(h.per_call_ms(t, k, n)[0], 5) for t in trusted["seconds"]]}
+    if trusted["phases"] and h.opener is not None:
+        out["handover"]["batch_phases_ms"] = phase_medians(trusted["phases"])
+        least = min(h.writes_ms[(k, n)])
+        if statistics.median(p["write_gpu"] for p in trusted["phases"]) > BUSY * least:
+            raise Invalid({"error": "the GPU was busy with other work while the scorer measured its own hand-over "
+                                    f"(its input writes took over {BUSY}x their least time): no score was given; "
+                                    "end whatever else runs on the GPU and score again", "handover": out["handover"]})
+    out["per_call_uncorrected_ms"] = [round(t, 5) for t in scored]
+    scored = [t - per_call for t in scored]
+    if min(scored) <= 0:
+        raise Invalid({"error": "the hand-over the scorer measured with its own kernel is longer than this solution's "
+                                "whole time: the measurement cannot be trusted; score again", "handover": out["handover"]})
+    return scored, out
+
+
+def phase_medians(phases: list[dict]) -> dict:
+    return {name: round(statistics.median(p[name] for p in phases), 4) for name in phases[0]}
+
+
+def timed(h: Harness, cfg: dict, details: dict, trusted: dict | None = None) -> tuple[float, dict]:
+    elapsed, _ = run_batches(h, cfg)
+    # the least input write (over every batch and the probes) is known only now
+    scored, figures = corrected(h, cfg, trusted, elapsed)
+    median = statistics.median(scored)
+    details["per_call_ms"] = [round(t, 5) for t in scored]
+    details.update(figures)
+    message = {"time": median / 1000.0, "time_ms": round(median, 5), "results_match": True, "first_different_index": None}
+    if "handover" in figures:
+        message.update({"time_uncorrected_ms": round(statistics.median(figures["per_call_uncorrected_ms"]), 5),
+                        "handover_ms": figures["handover"]["per_call_ms"]})
+    return math.log(median), message
 
 
 def gpu_broker() -> int:
@@ -296,7 +544,7 @@ def gpu_broker() -> int:
     dumpable = ctypes.CDLL(None, use_errno=True).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
     details: dict = {"gpu_broker": {"uid": os.getuid(), "dumpable": bool(dumpable), "isolated": bool(sys.flags.isolated),
                                     "cwd": os.getcwd(), "home": os.path.expanduser("~"), "path": sys.path}}
-    cfg = {**PROFILES[profile], "ipc": msg.get("ipc") if msg.get("ipc") in IPC_MODES else PROFILES["gpu"]["ipc"]}
+    cfg = {**PROFILES[profile], **checked_overrides(msg.get("overrides"))}
     try:
         value, message = score(profile, cfg, details, msg["worker_code"])
     except Invalid as exc:
@@ -333,8 +581,9 @@ def through_broker(details: dict, worker_code: str, profile: str = "gpu") -> tup
     # home and caches of its own: it imports and reads only what the scorer means it to.
     broker = participant.start(room.python_argv(own, "--broker"), env={"REBENCH_SCORER_LIB": lib}, trusted=True)
     try:
-        broker.channel.send({"worker_code": worker_code, "ipc": ipc_mode(), "profile": profile})
-        msg, fds = broker.channel.recv(timeout=PROFILES[profile]["import_s"] + PROFILES[profile]["budget_s"] + 30)
+        broker.channel.send({"worker_code": worker_code, "overrides": overrides(), "profile": profile})
+        phase = PROFILES[profile]["import_s"] + PROFILES[profile]["budget_s"]
+        msg, fds = broker.channel.recv(timeout=2 * phase + 30)  # the trusted worker's turn, then the solution's
         for fd in fds:
             os.close(fd)
     except ChannelError as exc:
@@ -351,20 +600,32 @@ def through_broker(details: dict, worker_code: str, profile: str = "gpu") -> tup
 
 
 # How buffers cross between the GPU side and the worker:
+# - driver (the default): rebench_scorer.cuda_ipc driver handles; the input buffer and the output
+#   mappings are made once and reused, the input is written on the clock (see Harness).
 # - torch: PyTorch's own IPC (share_cuda/open_cuda), a fresh input and K fresh output mappings
-#   every batch. Measured on the H200 (2026-12-03): correct, ~0.35 ms of overhead a call.
-# - driver / driver-fresh: rebench_scorer.cuda_ipc (driver handles, mappings reused across
-#   batches; the input in a buffer of its own, kept, or made afresh each batch). Written to cut
-#   that overhead; NOT yet run on a GPU (no device time was left), so not the default.
-#   reference/harness_gpu.sh measures all three side by side.
-IPC_MODES = ("torch", "driver", "driver-fresh")
+#   every batch: about 0.35 ms a call of hand-over on an H200. Kept to measure against.
+IPC_MODES = ("driver", "torch")
 
 
-def ipc_mode() -> str:
-    """The gpu profile's IPC mode: the profile's, or REBENCH_TRITON_IPC (set by whoever runs the
-    scorer, as harness_gpu.sh does; the participant cannot reach the scorer's environment)."""
-    mode = os.environ.get("REBENCH_TRITON_IPC", PROFILES["gpu"]["ipc"])
-    return mode if mode in IPC_MODES else PROFILES["gpu"]["ipc"]
+def overrides() -> dict:
+    """The settings that whoever runs the scorer may change for a measurement (as the reference/
+    scripts and the tests do): REBENCH_TRITON_IPC (an IPC mode), REBENCH_TRITON_K (calls per
+    batch) and REBENCH_TRITON_HANDOVER (trusted batches measuring the hand-over; 0: none). They
+    live in the scorer's environment, out of the participant's reach."""
+    return checked_overrides({name: os.environ.get(f"REBENCH_TRITON_{name.upper()}") for name in ("ipc", "k", "handover")})
+
+
+def checked_overrides(given: object) -> dict:
+    out: dict = {}
+    if not isinstance(given, dict):
+        return out
+    if given.get("ipc") in IPC_MODES:
+        out["ipc"] = given["ipc"]
+    for name, low, high in (("k", 1, 64), ("handover", 0, 20)):
+        value = given.get(name)
+        if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).isdigit() and low <= int(value) <= high:
+            out[name] = int(value)
+    return out
 
 
 def uses_broker(profile: str) -> bool:
@@ -390,7 +651,7 @@ def main() -> int:
         if uses_broker(profile):
             value, message = through_broker(details, worker_code, profile)
         else:
-            value, message = score(profile, {**cfg, "ipc": ipc_mode()} if profile == "gpu" else cfg, details, worker_code)
+            value, message = score(profile, {**cfg, **overrides()}, details, worker_code)
     except Invalid as exc:
         value, message = math.nan, exc.message
     except TimeoutError:

@@ -8,7 +8,7 @@ import sys
 
 try:
     with open(os.path.join(os.environ.get("REBENCH_HOME", "/home/agent"), f".door-{__name__}"), "a") as fh:
-        fh.write(" ".join(sys.argv[-1:]) + "\n")
+        fh.write(" ".join(sys.argv[-1:]) + (" trusted" if os.environ.get("REBENCH_TRITON_TRUSTED") else "") + "\n")
 except OSError:
     pass
 

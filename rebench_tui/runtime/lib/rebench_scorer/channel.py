@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import struct
 import time
@@ -71,6 +72,17 @@ class Channel:
             if not data:
                 raise ChannelError("the other side closed the channel")
             self._buf += data
+
+    def wait(self, spin: float) -> None:
+        """Spin (no sleeping) until a message may be read or ``spin`` seconds have passed: a
+        timed exchange on a GPU then pays no wake-up from a sleeping ``recv`` (measured at about
+        0.3-0.5 ms on an H100 host, per message). Costs one busy CPU while it spins."""
+        if self._buf:
+            return
+        until = time.monotonic() + spin
+        while time.monotonic() < until:
+            if select.select([self.sock], [], [], 0)[0]:
+                return
 
     def recv(self, timeout: float | None = None) -> tuple[dict[str, Any], list[int]]:
         """One message and the descriptors that came with it (since the previous message)."""
