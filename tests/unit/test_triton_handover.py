@@ -58,26 +58,66 @@ def test_the_trusted_kernel_stays_exact_where_the_sums_are_largest(score):
     assert int(want[-1]) < -999_999_000 and torch.equal(got, want)
 
 
+def point(calls: int, harness_ms: list[float], inprocess_ms: list[float]) -> dict:
+    """A trusted batch length as handover() returns it: per-call ms through the harness (as
+    seconds per batch on the clock) and in this process."""
+    return {"calls": calls, "seconds": [t * calls / 1000 for t in harness_ms], "inprocess_ms": inprocess_ms, "phases": []}
+
+
 def test_the_hand_over_comes_off_every_batch_and_both_figures_are_kept(score):
     h = harness(score)
-    # the trusted kernel: 1.0 ms a call in this process, 1.3 / 1.25 / 1.4 ms through the harness
-    trusted = {"seconds": [1.3e-3 * 4, 1.25e-3 * 4, 1.4e-3 * 4], "inprocess_ms": [1.0, 1.1, 0.9], "phases": []}
+    # one batch length: 1.0 ms a call in this process, 1.3 / 1.25 / 1.4 ms through the harness
+    trusted = [point(4, [1.3, 1.25, 1.4], [1.0, 1.1, 0.9])]
     scored, figures = score.corrected(h, CFG, trusted, [2.0e-3 * 4, 2.2e-3 * 4, 2.1e-3 * 4])
     assert figures["handover"]["per_call_ms"] == pytest.approx(0.3)
     assert figures["handover"]["through_harness_ms"] == pytest.approx(1.3)
     assert figures["handover"]["in_process_ms"] == pytest.approx(1.0)
+    assert figures["handover"]["per_kernel_ms"] == 0.0
     assert figures["per_call_uncorrected_ms"] == pytest.approx([2.0, 2.2, 2.1])
     assert scored == pytest.approx([1.7, 1.9, 1.8])
 
 
+def test_two_batch_lengths_give_a_line_that_maps_each_trusted_batch_onto_its_in_process_time(score):
+    # 4 calls: 1.5 ms a call through the harness, 1.0 here (2.0 ms a batch of hand-over on 4 ms of
+    # kernel); 1 call: 2.5 through, 1.0 here (1.5 ms on 1 ms): slope 1/6, 4/3 ms fixed
+    trusted = [point(4, [1.5, 1.5, 1.5], [1.0, 1.0, 1.0]), point(1, [2.5, 2.5], [1.0, 1.0])]
+    scored, figures = score.corrected(harness(score), CFG, trusted, [1.5e-3 * 4, 2.5e-3 / 4 * 4, 2.0e-3 * 4])
+    ho = figures["handover"]
+    assert ho["fixed_per_batch_ms"] == pytest.approx(4 / 3, abs=1e-4) and ho["per_kernel_ms"] == pytest.approx(1 / 6, abs=1e-5)
+    assert [p["calls"] for p in ho["points"]] == [4, 1]
+    assert ho["full_batches_per_call_ms"] == pytest.approx(0.5)  # what one length alone would have taken off
+    # a batch as long as the trusted 4-call batch comes out at the trusted kernel's own time, and so
+    # does one whose length is the 1-call batch's; a longer one loses less than the 4-call figure
+    assert scored[0] == pytest.approx(1.0) and scored[1] * 4 == pytest.approx(1.0)
+    assert scored[2] == pytest.approx(40 / 7 / 4)
+    assert ho["per_call_ms"] == pytest.approx((6.0 - 4.0) / 4, abs=1e-4)  # at the median batch (6 ms -> 4 ms)
+
+
+@pytest.mark.parametrize(("long_ms", "short_ms", "fixed", "slope"), [
+    (1.2, 2.5, 1.5, 0.0),    # the longer batch loses less than the shorter one: no slope, the short figure
+    (6.0, 1.1, 0.0, 0.1),    # a line that would cross zero: proportional, through the short figure
+])
+def test_the_line_never_slopes_down_or_goes_below_zero(score, long_ms, short_ms, fixed, slope):
+    trusted = [point(4, [long_ms], [1.0]), point(1, [short_ms], [1.0])]
+    _scored, figures = score.corrected(harness(score), CFG, trusted, [3.0e-3 * 4])
+    ho = figures["handover"]
+    assert ho["fixed_per_batch_ms"] == pytest.approx(fixed) and ho["per_kernel_ms"] == pytest.approx(slope)
+
+
+def test_the_trusted_batch_lengths(score):
+    assert score.handover_calls({"k": 20, "handover_k": 4}) == [20, 4]
+    assert score.handover_calls({"k": 20}) == [20, 4] and score.handover_calls({"k": 2}) == [2, 1]
+    assert score.handover_calls({"k": 1}) == [1] and score.handover_calls({"k": 4, "handover_k": 8}) == [4]
+
+
 def test_a_trusted_kernel_faster_through_the_harness_takes_nothing_off(score):
-    trusted = {"seconds": [0.8e-3 * 4], "inprocess_ms": [1.0], "phases": []}
+    trusted = [point(4, [0.8], [1.0])]
     scored, figures = score.corrected(harness(score), CFG, trusted, [2.0e-3 * 4])
     assert figures["handover"]["per_call_ms"] == 0.0 and scored == pytest.approx([2.0])
 
 
 def test_a_hand_over_longer_than_the_solutions_time_is_no_score(score):
-    trusted = {"seconds": [5e-3 * 4], "inprocess_ms": [1.0], "phases": []}
+    trusted = [point(4, [5.0], [1.0])]
     with pytest.raises(score.Invalid) as caught:
         score.corrected(harness(score), CFG, trusted, [2.0e-3 * 4])
     assert "cannot be trusted" in caught.value.message["error"]
@@ -97,7 +137,7 @@ def test_the_in_process_figure_is_per_call(score):
 @pytest.mark.parametrize(("given", "kept"), [
     ({"handover": "0"}, {"handover": 0}), ({"handover": 7}, {"handover": 7}), ({"handover": "21"}, {}),
     ({"handover": True}, {}), ({"handover": "-1"}, {}), ({"k": "64", "ipc": "torch"}, {"k": 64, "ipc": "torch"}),
-    ({"k": 0, "ipc": "shm"}, {}), ("handover=5", {}),
+    ({"k": 0, "ipc": "shm"}, {}), ("handover=5", {}), ({"handover_k": "4"}, {"handover_k": 4}), ({"handover_k": 0}, {}),
 ])
 def test_overrides_are_checked(score, given, kept):
     assert score.checked_overrides(given) == kept

@@ -52,9 +52,10 @@ PROFILES = {
     # n: elements per call; k: calls per batch (each its own input); warmup/timed: batches;
     # samples: secret positions read per output to stop the clock; budget_s: everything after import
     # handover: batches of the scorer's own kernel through a trusted worker, each beside the same
-    # kernel timed in this process, to measure the hand-over that comes off (see handover())
+    # kernel timed in this process, to measure the hand-over that comes off (see handover()), at K
+    # calls a batch and at handover_k calls
     "gpu": {"n": 100_000_000, "k": 20, "warmup": 1, "timed": 5, "samples": 4096, "budget_s": 120, "import_s": 120,
-            "ipc": "driver", "write_probes": 5, "handover": 5},
+            "ipc": "driver", "write_probes": 5, "handover": 5, "handover_k": 4},
     "smoke": {"n": 16_384, "k": 2, "warmup": 0, "timed": 3, "samples": 256, "budget_s": 150, "import_s": 90},
 }
 CHECK_N = 1024
@@ -381,7 +382,8 @@ def score(profile: str, cfg: dict, details: dict, worker_code: str) -> tuple[flo
     details["ipc"] = ipc if device == "cuda" else "memfd per batch"
     lib = os.environ.get("REBENCH_SCORER_LIB", "/opt/rebench/lib")
     try:
-        h.measure_writes(cfg["k"], cfg["n"], cfg.get("write_probes", 0))  # before the worker exists
+        for calls in handover_calls(cfg) if cfg.get("handover") else [cfg["k"]]:  # before the worker exists
+            h.measure_writes(calls, cfg["n"], cfg.get("write_probes", 0))
         trusted = handover(h, cfg, worker_code, lib) if cfg.get("handover") else None
         h.worker = participant.start([sys.executable, "-c", worker_code], env={"REBENCH_SCORER_LIB": lib},
                                      cwd=os.path.join(participant.account().home, "solution"))
@@ -391,12 +393,12 @@ def score(profile: str, cfg: dict, details: dict, worker_code: str) -> tuple[flo
         details.update(h.close())
 
 
-def run_batches(h: Harness, cfg: dict, beside=None) -> tuple[list[float], list[float]]:
-    """The exchange every worker goes through: a small exactness check, then warm-up and timed
-    full-size batches, every output checked in full. (seconds on the clock per timed batch, and
-    ``beside()``'s figure taken just before each timed batch, if given)."""
-    ready = h._recv()
-    if not ready.get("ready"):
+def run_batches(h: Harness, cfg: dict, beside=None, ready: bool = True) -> tuple[list[float], list[float]]:
+    """The exchange every worker goes through: (its "ready", unless already read) a small
+    exactness check, then warm-up and timed full-size batches, every output checked in full.
+    (seconds on the clock per timed batch, and ``beside()``'s figure taken just before each timed
+    batch, if given)."""
+    if ready and not h._recv().get("ready"):
         raise Invalid({"error": "the solution's process did not say it was ready"})
     h.deadline = time.monotonic() + cfg["budget_s"]
     # 1) exactness on a small input (catches most bugs fast, and compile errors)
@@ -421,23 +423,38 @@ def run_batches(h: Harness, cfg: dict, beside=None) -> tuple[list[float], list[f
     return elapsed, besides
 
 
-def handover(h: Harness, cfg: dict, worker_code: str, lib: str) -> dict:
+def handover_calls(cfg: dict) -> list[int]:
+    """Calls per trusted batch, longest first: the participant's K, and a shorter batch
+    (``handover_k``, by default K/5) so the hand-over is known at two batch lengths."""
+    k = cfg["k"]
+    short = cfg.get("handover_k", max(1, k // 5))
+    return [k] if short >= k else [k, short]
+
+
+def handover(h: Harness, cfg: dict, worker_code: str, lib: str) -> list[dict]:
     """Measure this harness's own hand-over, before the participant's worker exists: a trusted
     worker (worker.py running a plain PyTorch kernel of the scorer's, started from this process's
     own copy of the code, non-dumpable) goes through exactly the exchange a solution does, and before
     each of its timed batches the same kernel runs here on a batch of the same shape between CUDA
-    events. The difference of the medians, per call, is time the harness adds to any kernel (the
-    request, the worker waking, the reply, the sample check); it comes off every timed batch of
-    the participant's, and both figures are reported. Nothing the participant controls runs while
-    it is measured (their other processes are stopped during a scoring; their worker does not
-    exist yet); a GPU busy with other work shows up in this scorer's own input writes, and such a
-    measurement is refused rather than used."""
+    events. The difference is time the harness adds to a batch (the request, the worker waking, the
+    reply, the sample check). It is measured at two batch lengths (K calls, and fewer), because it
+    grows with the batch's length: a line through the two figures says what comes off a batch of
+    any length (see corrected()). Nothing the participant controls runs while it is measured (their
+    other processes are stopped during a scoring; their worker does not exist yet); a GPU busy with
+    other work shows up in this scorer's own input writes, and such a measurement is refused rather
+    than used. One entry per batch length: its calls, seconds per timed batch, in-process ms per
+    call beside each, and where each batch's time went."""
     t = Harness(h.device, h.gen, time.monotonic() + cfg["import_s"], ipc=h.ipc, share=h)
     t.worker = participant.start(room.python_argv(worker_code), env={"REBENCH_SCORER_LIB": lib, "REBENCH_TRITON_TRUSTED": "1"},
                                  trusted=True)
+    points = []
     try:
         kernel = trusted_kernel(worker_code)
-        seconds, here = run_batches(t, cfg, beside=lambda: t.inprocess_ms(kernel, cfg["n"], cfg["k"]))
+        for i, calls in enumerate(handover_calls(cfg)):
+            c = {**cfg, "k": calls}
+            t.phases = []
+            seconds, here = run_batches(t, c, beside=lambda c=c: t.inprocess_ms(kernel, c["n"], c["k"]), ready=i == 0)
+            points.append({"calls": calls, "seconds": seconds, "inprocess_ms": here, "phases": t.phases})
     except (Invalid, TimeoutError) as exc:
         message = exc.message if isinstance(exc, Invalid) else {"timeout": True}
         raise Invalid({"error": f"the scorer could not measure its own hand-over (its trusted worker failed: {message}); "
@@ -445,13 +462,12 @@ def handover(h: Harness, cfg: dict, worker_code: str, lib: str) -> dict:
                                 "is at fault"}) from None
     finally:
         end_worker({"_worker": t.worker})
-        phases = t.phases
         t.close()
         if h.device == "cuda":
             import torch
 
             torch.cuda.empty_cache()  # the in-process batches' blocks: the participant's worker may need them
-    return {"seconds": seconds, "inprocess_ms": here, "phases": phases}
+    return points
 
 
 def trusted_kernel(worker_code: str):
@@ -465,9 +481,46 @@ def trusted_kernel(worker_code: str):
 BUSY = 1.5  # a trusted batch whose input write took this many times the least write shared the GPU
 
 
-def corrected(h: Harness, cfg: dict, trusted: dict | None, elapsed: list[float]) -> tuple[list[float], dict]:
+def handover_point(h: Harness, cfg: dict, point: dict) -> dict:
+    """One batch length's figures: the trusted kernel's per-call ms through the harness and
+    in-process (medians), and the hand-over per batch they imply; refused if the GPU was busy."""
+    k, n = point["calls"], cfg["n"]
+    harness = statistics.median(h.per_call_ms(t, k, n)[0] for t in point["seconds"])
+    here = statistics.median(point["inprocess_ms"])
+    out = {"calls": k, "through_harness_ms": round(harness, 5), "in_process_ms": round(here, 5),
+           "per_batch_ms": round(max(0.0, harness - here) * k, 4), "kernel_per_batch_ms": round(here * k, 4),
+           "in_process_each_ms": [round(t, 5) for t in point["inprocess_ms"]],
+           "through_harness_each_ms": [round(h.per_call_ms(t, k, n)[0], 5) for t in point["seconds"]]}
+    if point["phases"] and h.opener is not None:
+        out["batch_phases_ms"] = phase_medians(point["phases"])
+        least = min(h.writes_ms[(k, n)])
+        if statistics.median(p["write_gpu"] for p in point["phases"]) > BUSY * least:
+            raise Invalid({"error": "the GPU was busy with other work while the scorer measured its own hand-over "
+                                    f"(its input writes took over {BUSY}x their least time): no score was given; "
+                                    "end whatever else runs on the GPU and score again", "handover": out})
+    return out
+
+
+def handover_line(points: list[dict]) -> tuple[float, float]:
+    """(fixed ms, ms per ms of kernel): the hand-over of a batch as a line in the batch's kernel
+    time, through the two measured lengths (one length: a constant). The slope is never below
+    zero and the line never below zero at a batch of no time; the shorter batch's figure is met
+    exactly, since fast kernels (short batches) are where the hand-over matters most."""
+    short = min(points, key=lambda p: p["kernel_per_batch_ms"])
+    long_ = max(points, key=lambda p: p["kernel_per_batch_ms"])
+    span = long_["kernel_per_batch_ms"] - short["kernel_per_batch_ms"]
+    slope = max(0.0, (long_["per_batch_ms"] - short["per_batch_ms"]) / span) if span > 0 else 0.0
+    fixed = short["per_batch_ms"] - slope * short["kernel_per_batch_ms"]
+    if fixed < 0:  # the line through the two would cross zero: keep the short figure, proportional
+        fixed, slope = 0.0, short["per_batch_ms"] / short["kernel_per_batch_ms"]
+    return fixed, slope
+
+
+def corrected(h: Harness, cfg: dict, trusted: list[dict] | None, elapsed: list[float]) -> tuple[list[float], dict]:
     """Per-call ms of each timed batch as scored, and the figures behind them: the clock's, the
-    input write taken off (driver IPC) and the hand-over taken off (when measured)."""
+    input write taken off (driver IPC) and the hand-over taken off (when measured): a batch that
+    took M ms after its input write had B = (M - fixed) / (1 + slope) ms of kernel, by the line of
+    handover_line()."""
     k, n = cfg["k"], cfg["n"]
     scored, raw = map(list, zip(*(h.per_call_ms(t, k, n) for t in elapsed)))
     out: dict = {}
@@ -477,22 +530,19 @@ def corrected(h: Harness, cfg: dict, trusted: dict | None, elapsed: list[float])
                     "input_write_subtracted_ms": round(min(writes), 4), "batch_phases_ms": phase_medians(h.phases)})
     if trusted is None:
         return scored, out
-    harness = statistics.median(h.per_call_ms(t, k, n)[0] for t in trusted["seconds"])
-    here = statistics.median(trusted["inprocess_ms"])
-    per_call = max(0.0, harness - here)
-    out["handover"] = {"per_call_ms": round(per_call, 5), "kernel": "the scorer's own PyTorch kernel (worker.trusted_prefix_sum), in a trusted worker",
-                       "through_harness_ms": round(harness, 5), "in_process_ms": round(here, 5),
-                       "in_process_each_ms": [round(t, 5) for t in trusted["inprocess_ms"]],
-                       "through_harness_each_ms": [round(h.per_call_ms(t, k, n)[0], 5) for t in trusted["seconds"]]}
-    if trusted["phases"] and h.opener is not None:
-        out["handover"]["batch_phases_ms"] = phase_medians(trusted["phases"])
-        least = min(h.writes_ms[(k, n)])
-        if statistics.median(p["write_gpu"] for p in trusted["phases"]) > BUSY * least:
-            raise Invalid({"error": "the GPU was busy with other work while the scorer measured its own hand-over "
-                                    f"(its input writes took over {BUSY}x their least time): no score was given; "
-                                    "end whatever else runs on the GPU and score again", "handover": out["handover"]})
+    points = [handover_point(h, cfg, p) for p in trusted]
+    fixed, slope = handover_line(points)
+    kept = [k * t for t in scored]
+    kernel = [(m - fixed) / (1 + slope) for m in kept]
+    per_call = (statistics.median(kept) - statistics.median(kernel)) / k
+    full = next(p for p in points if p["calls"] == k)
+    out["handover"] = {"per_call_ms": round(per_call, 5), "fixed_per_batch_ms": round(fixed, 4),
+                       "per_kernel_ms": round(slope, 5), "points": points,
+                       "kernel": "the scorer's own PyTorch kernel (worker.trusted_prefix_sum), in a trusted worker",
+                       "through_harness_ms": full["through_harness_ms"], "in_process_ms": full["in_process_ms"],
+                       "full_batches_per_call_ms": round(full["per_batch_ms"] / k, 5)}
     out["per_call_uncorrected_ms"] = [round(t, 5) for t in scored]
-    scored = [t - per_call for t in scored]
+    scored = [b / k for b in kernel]
     if min(scored) <= 0:
         raise Invalid({"error": "the hand-over the scorer measured with its own kernel is longer than this solution's "
                                 "whole time: the measurement cannot be trusted; score again", "handover": out["handover"]})
@@ -503,7 +553,7 @@ def phase_medians(phases: list[dict]) -> dict:
     return {name: round(statistics.median(p[name] for p in phases), 4) for name in phases[0]}
 
 
-def timed(h: Harness, cfg: dict, details: dict, trusted: dict | None = None) -> tuple[float, dict]:
+def timed(h: Harness, cfg: dict, details: dict, trusted: list[dict] | None = None) -> tuple[float, dict]:
     elapsed, _ = run_batches(h, cfg)
     # the least input write (over every batch and the probes) is known only now
     scored, figures = corrected(h, cfg, trusted, elapsed)
@@ -610,9 +660,11 @@ IPC_MODES = ("driver", "torch")
 def overrides() -> dict:
     """The settings that whoever runs the scorer may change for a measurement (as the reference/
     scripts and the tests do): REBENCH_TRITON_IPC (an IPC mode), REBENCH_TRITON_K (calls per
-    batch) and REBENCH_TRITON_HANDOVER (trusted batches measuring the hand-over; 0: none). They
-    live in the scorer's environment, out of the participant's reach."""
-    return checked_overrides({name: os.environ.get(f"REBENCH_TRITON_{name.upper()}") for name in ("ipc", "k", "handover")})
+    batch), REBENCH_TRITON_HANDOVER (trusted batches measuring the hand-over; 0: none) and
+    REBENCH_TRITON_HANDOVER_K (calls in the shorter trusted batches; K or more: one length only).
+    They live in the scorer's environment, out of the participant's reach."""
+    names = ("ipc", "k", "handover", "handover_k")
+    return checked_overrides({name: os.environ.get(f"REBENCH_TRITON_{name.upper()}") for name in names})
 
 
 def checked_overrides(given: object) -> dict:
@@ -621,7 +673,7 @@ def checked_overrides(given: object) -> dict:
         return out
     if given.get("ipc") in IPC_MODES:
         out["ipc"] = given["ipc"]
-    for name, low, high in (("k", 1, 64), ("handover", 0, 20)):
+    for name, low, high in (("k", 1, 64), ("handover", 0, 20), ("handover_k", 1, 64)):
         value = given.get(name)
         if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).isdigit() and low <= int(value) <= high:
             out[name] = int(value)

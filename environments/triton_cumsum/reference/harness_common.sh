@@ -32,7 +32,10 @@ if not lines: print("no result"); sys.exit()
 r=json.loads(lines[-1]); m=r["message"]; d=r.get("details",{})
 err=m.get("error") or m.get("results_match")
 print("score", r["score"], "time_ms", m.get("time_ms"), "error", str(err)[:300], "calls_ms", d.get("per_call_ms") or d.get("times_ms"),
-      *(["uncorrected", m.get("time_uncorrected_ms"), "handover", m.get("handover_ms"), "trusted in-process/harness",
-         d["handover"].get("in_process_ms"), d["handover"].get("through_harness_ms")] if "handover" in d else []),
+      *(["uncorrected", m.get("time_uncorrected_ms"), "handover", m.get("handover_ms"), "(full-length batches alone",
+         d["handover"].get("full_batches_per_call_ms"), ") line: fixed ms", d["handover"].get("fixed_per_batch_ms"),
+         "per ms of kernel", d["handover"].get("per_kernel_ms"), "trusted [calls in-process harness phases]",
+         [[p["calls"], p["in_process_ms"], p["through_harness_ms"], p.get("batch_phases_ms")] for p in d["handover"].get("points", [])]]
+        if "handover" in d else []),
       *(["raw", d["per_call_raw_ms"], "write_off", d.get("input_write_subtracted_ms"), "phases", d.get("batch_phases_ms")] if "per_call_raw_ms" in d else []),
       *(["mapped", d["buffers_mapped"], "distinct", d["distinct_outputs"], "ipc", d.get("ipc"), "k", d.get("calls_per_batch")] if "buffers_mapped" in d else []))'; }
