@@ -135,6 +135,26 @@ def _probe(session, progress: Progress) -> dict[str, Any]:
         return {"probe_error": f"unreadable probe output: {exc}"}
 
 
+def closed_to(path: Path, uid: int) -> Path | None:
+    """The first existing folder on the way to ``path`` that ``uid`` cannot pass through (it owns
+    it without search permission, or does not own it and others have none), or None. Folders
+    still to be made get the umask's usual 755."""
+    import os
+    import stat
+
+    for folder in [*reversed(path.parents), path]:
+        try:
+            st = folder.stat()
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            return None
+        need = stat.S_IXUSR if st.st_uid == uid else stat.S_IXOTH
+        if not st.st_mode & need and not (os.getuid() == uid == 0):
+            return folder
+    return None
+
+
 def give_home(session, uid: int | None) -> None:
     """Local runtime run as root: hand the home to ``uid`` (the participant's scorer helpers run the
     solution as its owner), so the solution runs as that user, as in a container (uid 1000)."""
@@ -431,6 +451,13 @@ def calibrate(env: Environment, profile: str, runtime: Runtime, *, runs: int, co
         progress(f"drew random values for {', '.join(drawn)} (only a stand-in service checks them)")
     asset_store = AssetStore(cache_dir) if env.manifest.assets is not None else None
     started_wall, started = time.time(), time.monotonic()
+    closed = closed_to(cache_dir / SESSIONS, participant_uid) if participant_uid is not None else None
+    if closed is not None:
+        raise CalibrationError(f"uid {participant_uid} could not reach the calibration's home under {cache_dir / SESSIONS}: "
+                               f"{closed} is closed to it (mode {oct(closed.stat().st_mode & 0o777)})",
+                               kept="nothing was run; no calibration file was written",
+                               fix="put the cache where every user may pass, e.g. "
+                                   "XDG_CACHE_HOME=/var/tmp/rebench-cache rebench-tui calibrate ...")
     progress(f"calibrating {env.id} ({profile}) on the {runtime.kind} runtime: {runs} scoring(s) of the starting solution, "
              f"then {runs} of the reference")
     session = Session.create(env, profile, runtime, cache_dir / SESSIONS, progress=progress, asset_store=asset_store,

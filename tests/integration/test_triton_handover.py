@@ -50,9 +50,11 @@ def test_the_hand_over_is_measured_with_a_trusted_worker_and_taken_off(tmp_path)
     for p in ho["points"]:
         assert len(p["in_process_each_ms"]) == len(p["through_harness_each_ms"]) == 3
         assert p["per_batch_ms"] == pytest.approx(max(0.0, p["through_harness_ms"] - p["in_process_ms"]) * p["calls"], abs=1e-3)
-    fixed, slope = ho["fixed_per_batch_ms"], ho["per_kernel_ms"]
-    assert fixed >= 0 and slope >= 0
-    assert d["per_call_ms"] == pytest.approx([(t * k - fixed) / (1 + slope) / k for t in d["per_call_uncorrected_ms"]], abs=1e-3)
+    fixed, slope, upto = ho["fixed_per_batch_ms"], ho["per_kernel_ms"], ho["level_from_kernel_ms"]
+    assert fixed >= 0 and slope >= 0 and upto == max(p["kernel_per_batch_ms"] for p in ho["points"])
+    # B + fixed + slope * min(B, upto) = the batch's time: B, the kernel time scored
+    got = [t * k for t in d["per_call_ms"]]
+    assert [b + fixed + slope * min(b, upto) for b in got] == pytest.approx([t * k for t in d["per_call_uncorrected_ms"]], abs=2e-3)
     assert m["handover_ms"] == ho["per_call_ms"] and m["time_uncorrected_ms"] >= m["time_ms"]
     assert r["score"] == pytest.approx(math.log(m["time_ms"]), abs=1e-4)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -239,3 +240,36 @@ def test_cli_calibrate_shows_progress_on_a_terminal(env_copy, tmp_path, monkeypa
     shown = screen.getvalue()
     assert "… start: scoring 1 of 2" in shown, shown  # the step's line, kept
     assert "calibrating toy_score: " in shown and "0:00:0" in shown, shown  # the live line: step and elapsed time
+
+
+def test_a_folder_closed_to_the_participant_is_found_on_the_way_to_the_cache():
+    import os
+    import shutil
+    import tempfile
+
+    from rebench_tui.calibrate import closed_to
+
+    base = Path(tempfile.mkdtemp(dir="/tmp"))  # tmp_path lies under a folder of mode 700 itself
+    try:
+        base.chmod(0o755)
+        (base / "open").mkdir(mode=0o755)
+        (base / "shut").mkdir()
+        (base / "shut").chmod(0o700)
+        other = os.getuid() + 1000
+        assert closed_to(base / "open" / "cache" / "calibration-sessions", other) is None
+        assert closed_to(base / "shut" / "cache" / "calibration-sessions", other) == base / "shut"
+        assert closed_to(base / "shut" / "cache", os.getuid()) is None  # its owner may pass
+    finally:
+        shutil.rmtree(base)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() != 0,
+                    reason="--participant-uid is for a calibration run as root")
+def test_a_participant_uid_that_cannot_reach_the_cache_is_refused_before_anything_runs(tmp_path):
+    (tmp_path / "cache").mkdir(mode=0o700)
+    with pytest.raises(CalibrationError) as exc:
+        calibrate(_toy(FIXTURE_ENVS), "smoke", LocalRuntime(), runs=1, config_dir=tmp_path / "config",
+                  cache_dir=tmp_path / "cache", project_root=ROOT, participant_uid=1000)
+    assert "uid 1000 could not reach" in exc.value.what and "XDG_CACHE_HOME" in exc.value.fix
+    assert "nothing was run" in exc.value.kept
+    assert not (tmp_path / "cache" / "calibration-sessions").exists()

@@ -87,9 +87,10 @@ def test_two_batch_lengths_give_a_line_that_maps_each_trusted_batch_onto_its_in_
     assert [p["calls"] for p in ho["points"]] == [4, 1]
     assert ho["full_batches_per_call_ms"] == pytest.approx(0.5)  # what one length alone would have taken off
     # a batch as long as the trusted 4-call batch comes out at the trusted kernel's own time, and so
-    # does one whose length is the 1-call batch's; a longer one loses less than the 4-call figure
+    # does one whose length is the 1-call batch's; past the longer one the hand-over stays at its
+    # 2.0 ms a batch (the line is not carried beyond what was measured)
     assert scored[0] == pytest.approx(1.0) and scored[1] * 4 == pytest.approx(1.0)
-    assert scored[2] == pytest.approx(40 / 7 / 4)
+    assert scored[2] == pytest.approx((8.0 - 2.0) / 4) and ho["level_from_kernel_ms"] == pytest.approx(4.0)
     assert ho["per_call_ms"] == pytest.approx((6.0 - 4.0) / 4, abs=1e-4)  # at the median batch (6 ms -> 4 ms)
 
 
@@ -102,6 +103,14 @@ def test_the_line_never_slopes_down_or_goes_below_zero(score, long_ms, short_ms,
     _scored, figures = score.corrected(harness(score), CFG, trusted, [3.0e-3 * 4])
     ho = figures["handover"]
     assert ho["fixed_per_batch_ms"] == pytest.approx(fixed) and ho["per_kernel_ms"] == pytest.approx(slope)
+
+
+@pytest.mark.parametrize("batch_ms", [0.5, 1.0, 2.0, 4.0, 5.99, 6.0, 6.01, 9.0, 50.0])
+def test_the_kernel_time_solves_the_hand_over_line_and_grows_with_the_batch(score, batch_ms):
+    fixed, slope, upto = 4 / 3, 1 / 6, 4.0
+    b = score.kernel_ms(batch_ms, fixed, slope, upto)
+    assert b + fixed + slope * min(b, upto) == pytest.approx(batch_ms)
+    assert score.kernel_ms(batch_ms + 0.01, fixed, slope, upto) > b
 
 
 def test_the_trusted_batch_lengths(score):

@@ -501,9 +501,11 @@ def handover_point(h: Harness, cfg: dict, point: dict) -> dict:
     return out
 
 
-def handover_line(points: list[dict]) -> tuple[float, float]:
-    """(fixed ms, ms per ms of kernel): the hand-over of a batch as a line in the batch's kernel
-    time, through the two measured lengths (one length: a constant). The slope is never below
+def handover_line(points: list[dict]) -> tuple[float, float, float]:
+    """(fixed ms, ms per ms of kernel, up to how many ms of kernel): the hand-over of a batch as a
+    line in the batch's kernel time through the two measured lengths (one length: a constant),
+    held level past the longer one (measured on an H100: a line carried past it takes too much off
+    long batches; the hand-over is a few ms a batch whatever the kernel). The slope is never below
     zero and the line never below zero at a batch of no time; the shorter batch's figure is met
     exactly, since fast kernels (short batches) are where the hand-over matters most."""
     short = min(points, key=lambda p: p["kernel_per_batch_ms"])
@@ -513,14 +515,21 @@ def handover_line(points: list[dict]) -> tuple[float, float]:
     fixed = short["per_batch_ms"] - slope * short["kernel_per_batch_ms"]
     if fixed < 0:  # the line through the two would cross zero: keep the short figure, proportional
         fixed, slope = 0.0, short["per_batch_ms"] / short["kernel_per_batch_ms"]
-    return fixed, slope
+    return fixed, slope, long_["kernel_per_batch_ms"]
+
+
+def kernel_ms(batch_ms: float, fixed: float, slope: float, upto: float) -> float:
+    """The kernel time of a batch that took ``batch_ms`` (after its input write), by the hand-over
+    line of handover_line(): B + fixed + slope * min(B, upto) = batch_ms, solved for B."""
+    if batch_ms >= upto * (1 + slope) + fixed:
+        return batch_ms - fixed - slope * upto
+    return (batch_ms - fixed) / (1 + slope)
 
 
 def corrected(h: Harness, cfg: dict, trusted: list[dict] | None, elapsed: list[float]) -> tuple[list[float], dict]:
     """Per-call ms of each timed batch as scored, and the figures behind them: the clock's, the
-    input write taken off (driver IPC) and the hand-over taken off (when measured): a batch that
-    took M ms after its input write had B = (M - fixed) / (1 + slope) ms of kernel, by the line of
-    handover_line()."""
+    input write taken off (driver IPC) and the hand-over taken off (when measured), by the line of
+    handover_line() (see kernel_ms())."""
     k, n = cfg["k"], cfg["n"]
     scored, raw = map(list, zip(*(h.per_call_ms(t, k, n) for t in elapsed)))
     out: dict = {}
@@ -531,13 +540,13 @@ def corrected(h: Harness, cfg: dict, trusted: list[dict] | None, elapsed: list[f
     if trusted is None:
         return scored, out
     points = [handover_point(h, cfg, p) for p in trusted]
-    fixed, slope = handover_line(points)
+    fixed, slope, upto = handover_line(points)
     kept = [k * t for t in scored]
-    kernel = [(m - fixed) / (1 + slope) for m in kept]
+    kernel = [kernel_ms(m, fixed, slope, upto) for m in kept]
     per_call = (statistics.median(kept) - statistics.median(kernel)) / k
     full = next(p for p in points if p["calls"] == k)
     out["handover"] = {"per_call_ms": round(per_call, 5), "fixed_per_batch_ms": round(fixed, 4),
-                       "per_kernel_ms": round(slope, 5), "points": points,
+                       "per_kernel_ms": round(slope, 5), "level_from_kernel_ms": round(upto, 4), "points": points,
                        "kernel": "the scorer's own PyTorch kernel (worker.trusted_prefix_sum), in a trusted worker",
                        "through_harness_ms": full["through_harness_ms"], "in_process_ms": full["in_process_ms"],
                        "full_batches_per_call_ms": round(full["per_batch_ms"] / k, 5)}

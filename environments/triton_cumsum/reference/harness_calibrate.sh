@@ -19,7 +19,8 @@ if ! $PY -c 'import textual, click, sqlite_utils, pydantic' 2>/dev/null; then
   mkdir -p /tmp/rebench-site && tar -C /tmp/rebench-site -xJf .device/site-py312.tar.xz
   echo /tmp/rebench-site > "$($PY -c 'import site; print(site.getsitepackages()[0])')/zz-rebench-calibrate.pth"
 fi
-export XDG_CONFIG_HOME=$OUT/config
+export XDG_CONFIG_HOME=$OUT/config XDG_CACHE_HOME=/var/tmp/rebench-cache  # a cache under /root is closed to uid 1000
+mkdir -p "$XDG_CACHE_HOME" && chmod 755 "$XDG_CACHE_HOME"
 start=$(date +%s)
 $PY -c 'import sys; from rebench_tui.cli import main; sys.argv[0] = "rebench-tui"; main()' \
   calibrate triton_cumsum --profile gpu --runs "${RUNS:-3}" --runtime local --participant-uid 1000
