@@ -114,12 +114,13 @@ def test_unknown_task_names_are_a_clear_error(resolver):
 
 
 def test_agent_runs_of_metr_tasks_keep_the_published_anchors(catalog, fixture_catalog):
-    """The catalog's gpu profile of triton_cumsum carries this project's H200 figures (1.3304 ->
-    -0.8408); a METR agent run was scored in METR's setting, so it keeps METR's (1.56 -> 0.47)."""
+    """The catalog's gpu profile of triton_cumsum carries this project's own figures (H100, its own
+    reference kernel: 1.6009 -> -0.6649); a METR agent run was scored in METR's setting, so it keeps
+    METR's (1.56 -> 0.47)."""
     r = EnvResolver(catalog)
     tc = r.info("ai_rd_triton_cumsum/main")
     assert (tc.start, tc.reference, tc.anchors.kind) == (1.56, 0.47, "published")
-    assert catalog.get("triton_cumsum").profile("gpu").start_score == 1.3304  # what it used to normalize by
+    assert catalog.get("triton_cumsum").profile("gpu").start_score == 1.6009  # not what it normalizes by
     assert tc.normalize(0.5) == pytest.approx((1.56 - 0.5) / (1.56 - 0.47))
     assert tc.title == catalog.get("triton_cumsum").manifest.title  # the rule and title still come from the catalog
     assert "H100" in tc.anchors.summary and "METR" in tc.anchors.summary
