@@ -82,6 +82,10 @@ class AssetStore:
     def folder(self, env_id: str, profile: str) -> Path:
         return self.root / env_id / profile
 
+    def work_folder(self, env_id: str, profile: str) -> Path:
+        """Where a prepare script keeps what it can reuse on its next run (downloads, finished runs)."""
+        return self.root / env_id / f".work-{profile}"
+
     def status(self, env: Environment, profile: str) -> AssetStatus:
         """Quick check: the manifest is there and every file in it exists with its size."""
         folder = self.folder(env.id, profile)
@@ -173,7 +177,7 @@ class AssetStore:
     def _run_script(self, env: Environment, profile: str, mode: Mode, source: Path | None, out: Path,
                     progress: AssetProgress, python: str) -> None:
         script = env.path / env.manifest.assets.prepare  # type: ignore[union-attr]
-        work = self.root / env.id / f".work-{profile}"
+        work = self.work_folder(env.id, profile)
         work.mkdir(parents=True, exist_ok=True)
         for side in SIDES:
             (out / side).mkdir(exist_ok=True)

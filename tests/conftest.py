@@ -33,6 +33,14 @@ SLOW_FIXTURES = {"test_env_fix_embedding.py": "assets", "test_env_nanogpt_chat_r
                  "test_env_small_scaling_law.py": "smoke_assets"}
 
 
+def pytest_configure(config):
+    """Tests start with no terminal size in the environment, however pytest runs (pytest-xdist's
+    workers start with COLUMNS=80): rich fixes a console's width from COLUMNS when the console is
+    made, and the CLI makes its consoles on import, before any test can set a width of its own."""
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+
+
 def pytest_collection_modifyitems(config, items):
     """A test that asks for the engine (``docker_client``, directly or through another fixture) is a
     ``docker`` test whether or not its module says so, and one that uses a fixture of SLOW_FIXTURES

@@ -3,6 +3,11 @@ participants and a researcher; it can be stopped and started again on the same p
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 from rebench_tui.study.client import Collector
 from rebench_tui.study.ledger import Ledger
 from rebench_tui.study.server import CollectorServer
@@ -46,3 +51,19 @@ class Study:
             self.server.stop()
         finally:
             self.ledger.close()
+
+
+BIN = str(Path(sys.executable).with_name("rebench-tui"))
+
+
+def serve_process(db: Path, port: int, log: Path, env: dict | None = None, **popen) -> subprocess.Popen:
+    """`rebench-tui collector serve` as a process of its own, once it says it is serving. Its stderr
+    goes to ``log``, never to a pipe nobody drains (a full pipe would hold it at its next line)."""
+    with open(log, "w") as fh:
+        p = subprocess.Popen([BIN, "collector", "serve", "--db", str(db), "--port", str(port), "--stop-after", "3m"],
+                             env=env, stderr=fh, text=True, **popen)
+    end = time.monotonic() + 60
+    while "collector serving" not in log.read_text() and p.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+    assert "collector serving" in log.read_text(), log.read_text()
+    return p

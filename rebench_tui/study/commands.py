@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import click
@@ -61,15 +62,26 @@ def serve(db_path: Path, host: str, port: int, cert: Path | None, key: Path | No
                              tls=tls_context(cert, key) if cert and key else None)
     err.print(f"collector serving {db_path} at {server.url}"
               + ("" if cert else " (plain HTTP: give --cert and --key for HTTPS beyond this machine)"), highlight=False)
-    thread = server.start()
+    # Ctrl-C and SIGTERM (a service manager's stop) both end it cleanly. Set here, not inherited:
+    # a shell starts a background job (`collector serve ... &`) with SIGINT ignored, and Python then
+    # never turns Ctrl-C into KeyboardInterrupt, so a `kill -INT` would be lost.
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stopped_by = "--stop-after"
     try:
+        thread = server.start()
         thread.join(timeout=parse_duration(stop_after) if stop_after else None)
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt as exc:
+        stopped_by = str(exc) or "SIGINT"
     finally:
         server.stop()
         ledger.close()
-    err.print("collector stopped; every witnessed row is in the database", highlight=False)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    err.print(f"collector stopped ({stopped_by}); every witnessed row is in the database", highlight=False)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 @click.group()

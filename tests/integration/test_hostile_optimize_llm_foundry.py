@@ -144,11 +144,12 @@ def start_helper(arena, script: str) -> int:
     ~/solution, as agent) running ``script``; its pid, once it has written it to helper.pid."""
     helper = "cd /home/agent/solution && echo $$ > helper.pid && " + script
     arena.session.sandbox.container.exec_run(["setsid", "bash", "-c", helper], user="agent", detach=True)
-    for _ in range(100):
-        if (arena.workspace / "solution" / "helper.pid").is_file():
+    pid_file = arena.workspace / "solution" / "helper.pid"
+    for _ in range(100):  # the shell makes the file before it writes the pid into it
+        if pid_file.is_file() and pid_file.read_text().strip():
             break
         time.sleep(0.1)
-    return int((arena.workspace / "solution" / "helper.pid").read_text())
+    return int(pid_file.read_text())
 
 
 def test_a_helper_outside_the_scorers_tree_cannot_swap_the_weights(arena, request):

@@ -38,7 +38,13 @@ def honest(arena):
     return record.score
 
 
+RECORDS: dict = {}
+
+
 def run_hostile(arena, name: str):
+    """Score hostile/<name>.py once per module (later tests reuse the record)."""
+    if name in RECORDS:
+        return RECORDS[name]
     arena.reset()
     arena.write({"solution/model.py": (HOSTILE / f"{name}.py").read_text(),
                  "solution/_start.py": (ENV / "solution" / "model.py").read_text()})
@@ -48,6 +54,7 @@ def run_hostile(arena, name: str):
     check_aftermath(arena, before)
     assert record.details.get("scorer_matches_catalog") is True, record.details
     assert record.details.get("participant_uid") == 1000, record.details
+    RECORDS[name] = record
     return record
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURE_ENVS, ROOT
+from tests.study_collector import BIN, serve_process
 
-BIN = str(Path(sys.executable).with_name("rebench-tui"))
 pytestmark = pytest.mark.slow
 
 
@@ -79,11 +79,19 @@ def test_start_with_study_is_witnessed_through_a_collector_restart(tmp_path):
         assert r.returncode == 0, r.stderr
         return r.stdout.strip()
 
+    logs = []
+
     def serve():
-        p = subprocess.Popen([BIN, "collector", "serve", "--db", str(db), "--port", str(port), "--stop-after", "3m"],
-                             env=env, stderr=subprocess.PIPE, text=True)
-        assert "collector serving" in p.stderr.readline()
-        return p
+        logs.append(tmp_path / f"collector-{len(logs)}.log")
+        return serve_process(db, port, logs[-1], env)
+
+    def stop(p):
+        p.send_signal(signal.SIGINT)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise AssertionError("the collector did not stop on Ctrl-C: " + logs[-1].read_text()[-3000:]) from None
 
     def status():
         r = subprocess.run([BIN, "study", "status", url], capture_output=True, text=True, timeout=60,
@@ -99,8 +107,7 @@ def test_start_with_study_is_witnessed_through_a_collector_restart(tmp_path):
                         "--participant", "ada", "--sessions-dir", str(tmp_path / "sessions")],
                        {**env, "REBENCH_STUDY_TOKEN": ada, "COLUMNS": "220", "LINES": "40"})
         assert app.until(lambda s: b"witness: current" in s), app.screen[-2000:]
-        collector.send_signal(signal.SIGINT)
-        collector.wait(timeout=30)
+        stop(collector)
         app.press(b"s")  # a scoring while nobody witnesses
         assert app.until(lambda s: b"collector unreachable" in s), app.screen[-2000:]
         collector = serve()
@@ -121,5 +128,5 @@ def test_start_with_study_is_witnessed_through_a_collector_restart(tmp_path):
         if app is not None:
             os.kill(app.pid, signal.SIGKILL)
             os.waitpid(app.pid, 0)
-        collector.send_signal(signal.SIGINT)
-        collector.wait(timeout=30)
+        if collector.poll() is None:
+            stop(collector)
