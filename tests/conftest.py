@@ -45,13 +45,29 @@ def pytest_collection_modifyitems(config, items):
     """A test that asks for the engine (``docker_client``, directly or through another fixture) is a
     ``docker`` test whether or not its module says so, and one that uses a fixture of SLOW_FIXTURES
     is ``slow``: the fast tier (``-m "not docker and not slow"``) selects neither, so it needs no
-    engine, no images and no prepared assets, and takes minutes."""
+    engine, no images and no prepared assets, and takes minutes.
+
+    Under pytest-xdist (``--dist loadgroup``, as scripts/test runs it) a module's tests stay in one
+    worker, as its module fixtures (a container, a trained model) are made once per process; a
+    test that names an ``xdist_group`` of its own goes where that group goes."""
     for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.path.relative_to(ROOT).as_posix()))
         names = getattr(item, "fixturenames", ())
         if "docker_client" in names and not item.get_closest_marker("docker"):
             item.add_marker(pytest.mark.docker)
         if SLOW_FIXTURES.get(item.path.name) in names and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Groups with a slow or Docker test go out first, so the quick ones fill the gaps at the end
+        # instead of a long group finishing alone. (Every worker collects, and sorts, the same way.)
+        heavy = {group_of(i) for i in items if i.get_closest_marker("docker") or i.get_closest_marker("slow")}
+        items.sort(key=lambda i: group_of(i) not in heavy)
+
+
+def group_of(item) -> str:
+    mark = item.get_closest_marker("xdist_group")
+    return mark.kwargs.get("name") or mark.args[0]
 
 
 @pytest.fixture
