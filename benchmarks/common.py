@@ -82,7 +82,7 @@ def dump(path: Path | None, data: dict) -> None:
         path.write_text(json.dumps(data, indent=2, default=str))
 
 
-# -- the audit writer under test: the current one, or the one before issue 15 item 5 -------------
+# -- the audit writer under test: the current one, or the group-commit one it replaced ------------
 BASELINE_AUDIT = Path(__file__).resolve().parent / "baseline" / "audit_group_commit.py"
 AUDIT_CHOICES = {"both": ("old", "new"), "old": ("old",), "new": ("new",)}
 

@@ -1,4 +1,4 @@
-# The audit writer before issue 15 item 5 (commit 19ee4a3, rebench_tui/trajectory/audit.py), kept unchanged
+# The group-commit audit writer that the writer thread replaced (commit 19ee4a3, rebench_tui/trajectory/audit.py), kept unchanged
 # below this header so the benchmarks can measure it beside the current one in the same run:
 # benchmarks/bench_audit.py, bench_files.py and bench_score.py load it with --audit old|both. Not imported by the package.
 """The append-only audit log: one Vivaria trace entry per line, fsynced before it counts.

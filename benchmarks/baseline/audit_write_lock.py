@@ -1,4 +1,4 @@
-# A candidate measured for issue 15 item 5 and not taken: no writer thread, the caller holding a write lock writes
+# A candidate measured beside the writer thread and not taken: no writer thread, the caller holding a write lock writes
 # everything queued (see benchmarks/README.md, 2026-12-03). A copy of audit.py as of commit 114f245 with only the
 # writer changed; for bench_audit.py --audit-module benchmarks/baseline/audit_write_lock.py. Not imported by the package.
 """The append-only audit log: one Vivaria trace entry per line, fsynced before it counts.

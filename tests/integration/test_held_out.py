@@ -1,4 +1,4 @@
-"""Held-out data in a real container (issue 7): `agent` cannot read /protected by any ordinary
+"""Held-out data in a real container: `agent` cannot read /protected by any ordinary
 route, the root scorer does not follow a participant's link into it, and nothing in the
 container reaches the host-side records."""
 

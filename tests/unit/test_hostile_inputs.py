@@ -1,4 +1,4 @@
-"""Hostile inputs (issue 7, hardening): each gets a clear error or is refused/skipped and said so;
+"""Hostile inputs: each gets a clear error or is refused/skipped and said so;
 nothing crashes and nothing already recorded is lost (earlier rows intact, `verify` passes)."""
 
 from __future__ import annotations

@@ -22,8 +22,10 @@ FORBIDDEN = [
 
 
 def _pages() -> list[Path]:
+    """The pages, and the scripts a maintainer reads to run things: the benchmarks' and scripts/."""
     return [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "benchmarks" / "README.md",
-            *(ROOT / "environments").rglob("*.md")]
+            *(ROOT / "environments").rglob("*.md"), *(ROOT / "benchmarks").rglob("*.py"),
+            *(ROOT / "benchmarks").glob("*.sh"), *(p for p in (ROOT / "scripts").iterdir() if p.is_file())]
 
 
 def _problems(where: str, text: str) -> list[str]:
