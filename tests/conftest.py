@@ -41,6 +41,7 @@ def pytest_configure(config):
         os.environ.pop(name, None)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (it names each test by its group)
 def pytest_collection_modifyitems(config, items):
     """A test that asks for the engine (``docker_client``, directly or through another fixture) is a
     ``docker`` test whether or not its module says so, and one that uses a fixture of SLOW_FIXTURES
@@ -63,6 +64,15 @@ def pytest_collection_modifyitems(config, items):
         # instead of a long group finishing alone. (Every worker collects, and sorts, the same way.)
         heavy = {group_of(i) for i in items if i.get_closest_marker("docker") or i.get_closest_marker("slow")}
         items.sort(key=lambda i: group_of(i) not in heavy)
+
+
+def pytest_collection_finish(session):
+    """Under ``--dist loadgroup`` every test must carry its group in its name by now, or pytest-xdist
+    hands a module's tests to different processes (each making the module's fixtures again)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and session.config.getvalue("loadgroup"):
+        loose = [i.nodeid for i in session.items if "@" not in i.nodeid]
+        if loose:
+            raise pytest.UsageError(f"{len(loose)} tests have no xdist group, e.g. {loose[0]}")
 
 
 def group_of(item) -> str:
