@@ -53,13 +53,13 @@ def pytest_collection_modifyitems(config, items):
     test that names an ``xdist_group`` of its own goes where that group goes."""
     for item in items:
         if not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(item.path.relative_to(ROOT).as_posix()))
+            item.add_marker(pytest.mark.xdist_group(_default_group(item)))
         names = getattr(item, "fixturenames", ())
         if "docker_client" in names and not item.get_closest_marker("docker"):
             item.add_marker(pytest.mark.docker)
         if SLOW_FIXTURES.get(item.path.name) in names and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if _xdist_worker(config):
         # Groups with a slow or Docker test go out first, so the quick ones fill the gaps at the end
         # instead of a long group finishing alone. (Every worker collects, and sorts, the same way.)
         heavy = {group_of(i) for i in items if i.get_closest_marker("docker") or i.get_closest_marker("slow")}
@@ -69,10 +69,23 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection_finish(session):
     """Under ``--dist loadgroup`` every test must carry its group in its name by now, or pytest-xdist
     hands a module's tests to different processes (each making the module's fixtures again)."""
-    if os.environ.get("PYTEST_XDIST_WORKER") and session.config.getvalue("loadgroup"):
+    if _xdist_worker(session.config) and getattr(session.config.option, "dist", "no") == "loadgroup":
         loose = [i.nodeid for i in session.items if "@" not in i.nodeid]
         if loose:
             raise pytest.UsageError(f"{len(loose)} tests have no xdist group, e.g. {loose[0]}")
+
+
+def _xdist_worker(config) -> bool:
+    """This process is a pytest-xdist worker (not a pytest a test starts, which inherits its environment)."""
+    return hasattr(config, "workerinput")
+
+
+def _default_group(item) -> str:
+    """The test's module; the modules that drive the engine over the loopback sshd share one group:
+    side by side, their ssh logins queue on the login shell's start-up (a minute each at worst)."""
+    if item.path.name.startswith("test_remote_"):
+        return "ssh-loopback"
+    return item.path.relative_to(ROOT).as_posix()
 
 
 def group_of(item) -> str:
