@@ -3,6 +3,7 @@ participants and a researcher; it can be stopped and started again on the same p
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -67,3 +68,14 @@ def serve_process(db: Path, port: int, log: Path, env: dict | None = None, **pop
         time.sleep(0.05)
     assert "collector serving" in log.read_text(), log.read_text()
     return p
+
+
+def stop_process(p: subprocess.Popen, sig: int, log: Path) -> None:
+    """Send ``sig`` and wait up to 30 s; a collector still running then is killed and the test fails
+    with what it printed."""
+    p.send_signal(sig)
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError(f"collector serve did not stop on {signal.Signals(sig).name}: {log.read_text()[-3000:]}") from None

@@ -10,14 +10,12 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import FIXTURE_ENVS, ROOT
-from tests.study_collector import BIN, serve_process
+from tests.study_collector import BIN, serve_process, stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -86,12 +84,7 @@ def test_start_with_study_is_witnessed_through_a_collector_restart(tmp_path):
         return serve_process(db, port, logs[-1], env)
 
     def stop(p):
-        p.send_signal(signal.SIGINT)
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            raise AssertionError("the collector did not stop on Ctrl-C: " + logs[-1].read_text()[-3000:]) from None
+        stop_process(p, signal.SIGINT, logs[-1])
 
     def status():
         r = subprocess.run([BIN, "study", "status", url], capture_output=True, text=True, timeout=60,

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import signal
 import sqlite3
-import subprocess
 
 import pytest
 
-from tests.study_collector import serve_process
+from tests.study_collector import serve_process, stop_process
 
 
 @pytest.mark.parametrize("sig, inherited_ignore", [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, True)],
@@ -19,12 +18,8 @@ def test_serve_stops_cleanly_on_a_signal(tmp_path, sig, inherited_ignore):
     db, log = tmp_path / "study.db", tmp_path / "collector.log"
     ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if inherited_ignore else None
     p = serve_process(db, 0, log, preexec_fn=ignore)
-    try:
-        p.send_signal(sig)
-        assert p.wait(timeout=30) == 0, log.read_text()
-    except subprocess.TimeoutExpired:
-        p.kill()
-        raise AssertionError(f"collector serve did not stop on {sig.name}: {log.read_text()}") from None
+    stop_process(p, sig, log)
+    assert p.returncode == 0, log.read_text()
     assert f"collector stopped ({sig.name}); every witnessed row is in the database" in log.read_text()
     with sqlite3.connect(db) as conn:  # closed and readable by another process
         assert conn.execute("pragma integrity_check").fetchone() == ("ok",)
