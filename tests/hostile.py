@@ -9,6 +9,7 @@ participant processes still running, files it wrote where it must not, a changed
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import shutil
@@ -124,3 +125,17 @@ def assert_no_fake_best(record, honest: float, direction: Direction, slack: floa
         assert record.score >= honest - slack, f"hostile score {record.score} beats honest {honest}"
     else:
         assert record.score <= honest + slack, f"hostile score {record.score} beats honest {honest}"
+
+
+def scored_once(run):
+    """A module's ``run_hostile(arena, name, ...)``, scoring each hostile file once: later tests that
+    look at the same file get the first record (a CPU scoring takes seconds to minutes here)."""
+    records: dict = {}
+
+    @functools.wraps(run)
+    def once(arena, name, *args, **kwargs):
+        if name not in records:
+            records[name] = run(arena, name, *args, **kwargs)
+        return records[name]
+
+    return once

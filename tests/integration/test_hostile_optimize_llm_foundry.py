@@ -28,7 +28,8 @@ import pytest
 
 from rebench_tui.scoring import Direction
 from tests.conftest import ROOT
-from tests.hostile import arena_fixture, assert_no_fake_best, check_aftermath, participant_processes, protected_listing
+from tests.hostile import (arena_fixture, assert_no_fake_best, check_aftermath, participant_processes, protected_listing,
+                           scored_once)
 
 pytestmark = [pytest.mark.docker]
 
@@ -50,13 +51,9 @@ def honest(arena):
     return r.score
 
 
-_records: dict = {}
-
-
+@scored_once
 def run_hostile(arena, name: str):
     """Score hostile/<name>.sh (once per module: the record is kept for the tests that look at it)."""
-    if name in _records:
-        return _records[name]
     arena.reset()
     arena.write({"solution/finetune.sh": (HOSTILE / f"{name}.sh").read_text(), "solution/honest.sh": STARTING})
     before = protected_listing(arena)
@@ -67,7 +64,6 @@ def run_hostile(arena, name: str):
         assert math.isnan(record.score) and "withheld" in record.message["error"], record
     else:
         assert record.details.get("scorer_matches_catalog") is True, record.details
-    _records[name] = record
     return record
 
 

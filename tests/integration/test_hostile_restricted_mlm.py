@@ -17,7 +17,8 @@ import pytest
 
 from rebench_tui.scoring import Direction
 from tests.conftest import ROOT
-from tests.hostile import arena_fixture, assert_no_fake_best, check_aftermath, participant_processes, protected_listing
+from tests.hostile import (arena_fixture, assert_no_fake_best, check_aftermath, participant_processes, protected_listing,
+                           scored_once)
 
 pytestmark = [pytest.mark.docker]
 
@@ -38,13 +39,8 @@ def honest(arena):
     return record.score
 
 
-RECORDS: dict = {}
-
-
+@scored_once
 def run_hostile(arena, name: str):
-    """Score hostile/<name>.py once per module (later tests reuse the record)."""
-    if name in RECORDS:
-        return RECORDS[name]
     arena.reset()
     arena.write({"solution/model.py": (HOSTILE / f"{name}.py").read_text(),
                  "solution/_start.py": (ENV / "solution" / "model.py").read_text()})
@@ -54,7 +50,6 @@ def run_hostile(arena, name: str):
     check_aftermath(arena, before)
     assert record.details.get("scorer_matches_catalog") is True, record.details
     assert record.details.get("participant_uid") == 1000, record.details
-    RECORDS[name] = record
     return record
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from rebench_tui.scoring import Direction
 from tests.conftest import ROOT
-from tests.hostile import Arena, assert_no_fake_best, check_aftermath, protected_listing
+from tests.hostile import Arena, assert_no_fake_best, check_aftermath, protected_listing, scored_once
 
 pytestmark = [pytest.mark.docker]
 
@@ -49,7 +49,6 @@ def arena(tmp_path_factory, docker_client):
             s.close()
         s.sandbox.stop(remove=True)
 SCORES: dict[str, float] = {}
-RECORDS: dict[str, object] = {}
 
 
 def nobody_processes(arena) -> list[str]:
@@ -66,11 +65,10 @@ def honest(arena):
     return r.score
 
 
+@scored_once
 def run_hostile(arena, name: str, aftermath: bool = True):
     """Score the hostile scaffold ``name`` once (later tests reuse the record). ``aftermath``: no
     process of the participant's may still run (False where the test runs a helper of its own)."""
-    if name in RECORDS:
-        return RECORDS[name]
     arena.reset()
     arena.write({"solution/solve.py": (HOSTILE / f"solve_{name}.py").read_text(),
                  "solution/_honest.py": (HOSTILE / "_honest.py").read_text()})
@@ -82,7 +80,6 @@ def run_hostile(arena, name: str, aftermath: bool = True):
         check_aftermath(arena, before)
     assert nobody_processes(arena) == [], "a program's process outlived the scoring"
     assert record.details.get("scorer_matches_catalog") is True, record.details
-    RECORDS[name] = record
     return record
 
 

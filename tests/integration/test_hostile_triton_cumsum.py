@@ -17,7 +17,8 @@ import pytest
 
 from rebench_tui.scoring import Direction
 from tests.conftest import ROOT
-from tests.hostile import arena_fixture, assert_no_fake_best, check_aftermath, participant_processes, protected_listing
+from tests.hostile import (arena_fixture, assert_no_fake_best, check_aftermath, participant_processes, protected_listing,
+                           scored_once)
 
 pytestmark = [pytest.mark.docker]
 
@@ -40,14 +41,8 @@ def honest(arena):
     return min(r.score for r in runs)
 
 
-RECORDS: dict = {}
-
-
+@scored_once  # a CPU scoring of this environment takes 10-80 s here, the fork bomb's the longest
 def run_hostile(arena, name: str):
-    """Score hostile/<name>.py once per module (later tests reuse the record): a CPU scoring of this
-    environment takes 10-80 s here, the fork bomb's the longest."""
-    if name in RECORDS:
-        return RECORDS[name]
     arena.reset()
     arena.write({"solution/solution.py": (HOSTILE / f"{name}.py").read_text(),
                  "solution/_honest.py": (HOSTILE / "_honest.py").read_text()})
@@ -55,7 +50,6 @@ def run_hostile(arena, name: str):
     record = arena.score()
     check_aftermath(arena, before)
     assert record.details.get("scorer_matches_catalog") is True, record.details
-    RECORDS[name] = record
     return record
 
 
