@@ -54,7 +54,9 @@ class Sshd:
             f"AuthorizedKeysFile {root / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
             f"PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
             f"PidFile {root / 'sshd.pid'}\nMaxSessions 64\nMaxStartups 64\n"
-            f"SetEnv PATH={os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}\n")
+            # HOME: the user's own start-up files stay unread. Root's .bashrc on a CI machine may run
+            # `pyenv init`, whose rehash lock, left by a login this server cut, stalls every later login.
+            f"SetEnv PATH={os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')} HOME={self.home}\n")
         host_pub = (root / "host_key.pub").read_text().split()[:2]
         (ssh / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {' '.join(host_pub)}\n")
         (ssh / "config").write_text(

@@ -57,7 +57,11 @@ def test_every_environment_has_a_calibrated_smoke_profile():
 # One group per environment for pytest-xdist (tests/conftest.py groups the rest by module): these are
 # the suite's longest tests, and run one after another they were the last to finish. The comparison
 # below reads what the triton_cumsum case left in this process, so it joins that case's group.
-@pytest.mark.parametrize("env_id", [pytest.param(e, marks=pytest.mark.xdist_group(f"calibrate-{e}")) for e in CALIBRATED])
+# An environment whose score is a time (its manifest's score.timing) calibrates on a CPU with nothing
+# beside it: `timed`, the last phase of scripts/test.
+@pytest.mark.parametrize("env_id", [pytest.param(e, marks=[pytest.mark.xdist_group(f"calibrate-{e}"),
+                                                          *([pytest.mark.timed] if CATALOG.get(e).manifest.score.timing else [])])
+                                    for e in CALIBRATED])
 def test_calibrate_smoke_then_the_start_scores_within_its_spread(env_id, config_dir, docker_runtime, tmp_path,
                                                                  record_property):
     env = CATALOG.get(env_id)
@@ -104,6 +108,7 @@ def test_calibrate_smoke_then_the_start_scores_within_its_spread(env_id, config_
 
 
 @pytest.mark.xdist_group("calibrate-triton_cumsum")
+@pytest.mark.timed  # reads what the triton_cumsum case left in this process, so runs in its phase
 def test_compare_a_calibrated_triton_session_with_metr_agent_runs(config_dir, tmp_path):
     """The issue's check, for real: METR's runs by METR's anchors, the local session by its own."""
     if "triton_cumsum" not in CHECKED:

@@ -53,6 +53,7 @@ def solution(s: Session) -> Path:
     return s.workspace / "solution" / "solution.py"
 
 
+@pytest.mark.timed  # "faster" is a CPU time here
 def test_triton_cumsum_smoke_start_faster_wrong(catalog, docker_runtime, settings, open_sessions):
     env = catalog.get("triton_cumsum")
     s = Session.create(env, "smoke", docker_runtime, settings.sessions, store=Store(settings.sessions))
@@ -95,6 +96,7 @@ def test_triton_runs_through_the_interpreter_in_the_smoke_image(catalog, docker_
     assert r.exit_code == 0 and "triton interpreter ok" in r.stdout, r.stderr[-2000:]
 
 
+@pytest.mark.timed  # its hand-over check needs the CPU to itself
 def test_reference_triton_kernel_scores_in_smoke(catalog, docker_runtime, settings, open_sessions):
     if not (REFERENCE / "solution.py").is_file():
         pytest.skip("no reference kernel yet")

@@ -20,7 +20,7 @@ from tests.conftest import ROOT
 from tests.hostile import (arena_fixture, assert_no_fake_best, check_aftermath, participant_processes, protected_listing,
                            scored_once)
 
-pytestmark = [pytest.mark.docker]
+pytestmark = [pytest.mark.docker, pytest.mark.timed]  # CPU-timed scorings: run with nothing beside them
 
 HOSTILE = ROOT / "environments" / "triton_cumsum" / "reference" / "hostile"
 arena = arena_fixture("triton_cumsum")

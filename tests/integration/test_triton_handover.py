@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timed]
 ENV = ROOT / "environments" / "triton_cumsum"
 
 

@@ -52,6 +52,7 @@ def test_a_whole_session_of_the_toy_environment_with_every_comparison(docker_cli
 
 
 @pytest.mark.slow
+@pytest.mark.timed
 def test_triton_cumsum_smoke_through_the_app_as_the_device_run_does(docker_client, tmp_path):
     """The same steps as scripts/gpu-e2e's first environment, on the smoke profile (CPU, Triton's
     interpreter): about a minute and a half of scorings on a 2-core machine."""

@@ -52,3 +52,19 @@ def test_the_readme_opens_with_the_commands_and_times_and_ci_runs_its_test_comma
     assert "./scripts/test" in ci and "export REBENCH_REQUIRE_DOCKER=1" in ci, ci
     script = (ROOT / "scripts" / "test").read_text(encoding="utf-8")
     assert "--durations=25" in script and '-m "not docker and not slow"' in script
+
+
+def test_calibrations_of_environments_scored_by_a_time_are_timed_and_no_other(tmp_path):
+    """The full suite's last phase runs the `timed` tests with nothing beside them: a smoke calibration
+    is one exactly when its environment's manifest says the score is a time (score.timing)."""
+    from rebench_tui.catalog import load_catalog
+    from tests.conftest import KNOWN_IMAGES
+
+    timing = {e.id for e in load_catalog(ROOT / "environments", KNOWN_IMAGES).environments.values()
+              if e.manifest.score.timing}
+    p = _pytest(tmp_path, "--collect-only", "-q", "-m", "timed", "tests/integration/test_calibrate_smoke.py")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    ids = {line.split("::")[1] for line in p.stdout.splitlines() if "::" in line}
+    calibrations = {i.split("[")[1].rstrip("]") for i in ids if i.startswith("test_calibrate_smoke")}
+    assert timing and calibrations == timing, (calibrations, timing)
+    assert "test_compare_a_calibrated_triton_session_with_metr_agent_runs" in ids  # reads the triton case's session
