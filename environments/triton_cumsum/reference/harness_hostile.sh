@@ -6,7 +6,8 @@
 # OLD=1 also runs each under the in-process scorer, to show what it would have let through; HOG=1
 # (the default) ends with an honest scoring beside a GPU kept busy from outside (gpu_hog.py).
 # All of it took 369 s on an H100 (2026-12-05); PART=1 or PART=2 runs every other file (the first,
-# third, ... or the second, fourth, ...), the GPU kept busy only in part 2: about 3 minutes each.
+# third, ... or the second, fourth, ...), the GPU kept busy only in part 2: 161 s and 165 s on an
+# H100 (2026-12-06).
 source environments/triton_cumsum/reference/harness_common.sh
 home honest <(printf '%s\n\ndef prefix_sum(x):\n    return honest(x)\n' "from _honest import honest")
 say "honest harness: $(new /tmp/tc_honest | short)"
