@@ -255,14 +255,27 @@ def _frozenfile(state_dir: str, token: str) -> str:
     return os.path.join(state_dir, f"{token}.frozen")
 
 
+def _state_and_parent(pid: int) -> tuple[str, int]:
+    """``pid``'s state letter (``T``: stopped) and its parent's pid; ``("", 0)`` when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b") ", 1)[1].split()
+        return fields[0].decode(), int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return "", 0
+
+
 def freeze_user(uid: int, record: str) -> list[int]:
     """Stop (SIGSTOP) every process of ``uid``, again until none is left running (one may fork
     while we look); their pids go to ``record`` first, so a later run can resume them even if this
     one is killed. A scoring then runs with no process of the participant's that could watch,
-    feed or end it: only those the scorer itself starts (after this) run as that user."""
+    feed or end it: only those the scorer itself starts (after this) run as that user. A process
+    that was already stopped (a job the participant suspended with Ctrl-Z) is left out of the
+    record, so the resume does not wake it."""
     frozen: list[int] = []
     for _round in range(50):
-        found = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) not in frozen and uid in _uids(int(n))]
+        found = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) not in frozen and uid in _uids(int(n))
+                 and _state_and_parent(int(n))[0] != "T"]
         if not found:
             break
         frozen.extend(found)
@@ -273,7 +286,12 @@ def freeze_user(uid: int, record: str) -> list[int]:
 
 def thaw(state_dir: str) -> int:
     """Resume (SIGCONT) the processes every ``*.frozen`` record in ``state_dir`` names, and remove
-    the records; returns how many were resumed."""
+    the records; returns how many were resumed.
+
+    Then the stopped parents of those processes: the terminal of a participant's shell is
+    ``script`` run by root (the app's shell key), and ``script`` stops itself when its child stops,
+    until someone resumes it. Left stopped, the participant's shell would hang for good after the
+    first scoring it was open through."""
     resumed = 0
     for name in os.listdir(state_dir):
         if not name.endswith(".frozen"):
@@ -284,7 +302,11 @@ def thaw(state_dir: str) -> int:
                 pids = [int(x) for x in fh.read().split()]
         except (OSError, ValueError):
             pids = []
+        parents = {_state_and_parent(pid)[1] for pid in pids} - set(pids) - {0, 1, os.getpid()}
         resumed += _signal_each(pids, signal.SIGCONT)
+        for wait in (0.0, 0.05):  # once more a moment later, for one that stops itself late
+            time.sleep(wait)
+            _signal_each([p for p in parents if _state_and_parent(p)[0] == "T"], signal.SIGCONT)
         os.unlink(path)
     return resumed
 

@@ -276,6 +276,12 @@ def _sleeper_as(uid: int) -> int:
     return subprocess.Popen(["sleep", "60"], user=uid, group=uid, extra_groups=[], start_new_session=True).pid
 
 
+def _uids(pid: int) -> tuple[int, ...]:
+    from rebench_tui.runtime.supervise import _uids as uids
+
+    return uids(pid)
+
+
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as fh:
         return fh.read().rsplit(") ", 1)[1][0]
@@ -318,6 +324,47 @@ def test_processes_a_killed_supervisor_left_stopped_are_resumed_by_the_next_call
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="stopping another user's processes needs root")
+def test_a_shells_terminal_and_a_suspended_job_are_as_they_were_after_a_scoring(tmp_path):
+    """The app's shell is the participant's bash under ``script`` run by root, which stops itself
+    when its child stops: after the scoring the terminal must run again (it hung for good before),
+    and a job the participant had suspended (Ctrl-Z) must stay suspended."""
+    import signal
+    import subprocess
+
+    from rebench_tui.runtime.supervise import freeze_user, thaw
+
+    state = tmp_path / "state"
+    state.mkdir()
+    term = subprocess.Popen(["script", "-q", "-f", "-e", "-c", f"exec setpriv --reuid={UNUSED_UID} --regid={UNUSED_UID} "
+                             "--clear-groups sleep 60", "/dev/null"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            start_new_session=True)
+    job = _sleeper_as(UNUSED_UID)
+    try:
+        deadline = time.monotonic() + 10
+        while not (shell := [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) != job
+                             and UNUSED_UID in _uids(int(n))]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert shell, "the shell under script did not start"
+        os.kill(job, signal.SIGSTOP)  # suspended by the participant before the scoring
+        time.sleep(0.1)
+        assert sorted(freeze_user(UNUSED_UID, str(state / "tok.frozen"))) == shell
+        time.sleep(0.3)
+        assert _state(term.pid) == "T"  # script followed its child into the stop
+        thaw(str(state))
+        time.sleep(0.3)
+        assert _state(term.pid) in "SR" and all(_state(p) in "SR" for p in shell), (_state(term.pid), shell)
+        assert _state(job) == "T"  # still suspended, as the participant left it
+    finally:
+        for pid in (job, term.pid):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(job, 0)
+        term.wait(timeout=10)
+        for n in os.listdir("/proc"):  # the shell script started
+            if n.isdigit() and UNUSED_UID in _uids(int(n)):
+                os.kill(int(n), signal.SIGKILL)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="stopping another user's processes needs root")
