@@ -70,6 +70,7 @@ def every_file_bytes(folder):
                     yield path, fh.read()
 
 
+@pytest.mark.timed  # its outcomes turn on the programs' time limits and the compile's wall-clock backstop
 def test_smoke_in_a_container(catalog, docker_runtime, settings):
     env = catalog.get("rust_codecontests")
     store = AssetStore(Settings().cache_dir)
