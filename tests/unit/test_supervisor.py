@@ -276,12 +276,6 @@ def _sleeper_as(uid: int) -> int:
     return subprocess.Popen(["sleep", "60"], user=uid, group=uid, extra_groups=[], start_new_session=True).pid
 
 
-def _uids(pid: int) -> tuple[int, ...]:
-    from rebench_tui.runtime.supervise import _uids as uids
-
-    return uids(pid)
-
-
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as fh:
         return fh.read().rsplit(") ", 1)[1][0]
@@ -334,7 +328,7 @@ def test_a_shells_terminal_and_a_suspended_job_are_as_they_were_after_a_scoring(
     import signal
     import subprocess
 
-    from rebench_tui.runtime.supervise import freeze_user, thaw
+    from rebench_tui.runtime.supervise import _uids, freeze_user, thaw
 
     state = tmp_path / "state"
     state.mkdir()
