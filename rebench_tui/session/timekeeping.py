@@ -32,8 +32,9 @@ class Timekeeping:
                 return False
             c.meta.pauses.append(Pause(start=int(c.clock.time() * 1000), reason="pauseHook"))
             c.save()
-        c.audit.append(log(f"clock paused at {format_hms(c.wclock.used())} working time" + (f": {reason}" if reason else ""),
-                           {"event": "pause", "reason": reason}, title="clock"))
+            # The row goes in under the lock: a finish waits for it, so it never lands after the finish row.
+            c.audit.append(log(f"clock paused at {format_hms(c.wclock.used())} working time" + (f": {reason}" if reason else ""),
+                               {"event": "pause", "reason": reason}, title="clock"))
         c.emit(ClockChanged(running=False))
         return True
 
@@ -44,7 +45,8 @@ class Timekeeping:
                 return False
             self._end_open_pause()
             c.save()
-        c.audit.append(log(f"clock resumed at {format_hms(c.wclock.used())} working time", {"event": "resume"}, title="clock"))
+            c.audit.append(log(f"clock resumed at {format_hms(c.wclock.used())} working time", {"event": "resume"},
+                               title="clock"))
         c.emit(ClockChanged(running=True))
         return True
 
@@ -75,9 +77,12 @@ class Timekeeping:
                 return []
             c.meta.warnings_given.extend(due)
             c.save()
-        # After a long gap (a resume) several may be due at once: record all, announce the most urgent.
-        t = min(due)
-        c.audit.append(log(f"{format_hms(t)} of working time left", {"event": "time_warning", "remaining_s": t,
-                                                                    "also_passed": sorted(set(due) - {t})}, title="clock"))
+            # After a long gap (a resume) several may be due at once: record all, announce the most urgent.
+            # The row is written under the lock: the finish (time up at the same moment) sets the session
+            # finished under it too, so the warning is either in before the finish row or not due at all.
+            t = min(due)
+            c.audit.append(log(f"{format_hms(t)} of working time left", {"event": "time_warning", "remaining_s": t,
+                                                                        "also_passed": sorted(set(due) - {t})},
+                               title="clock"))
         c.emit(TimeWarning(t))
         return due

@@ -3,6 +3,7 @@
 import csv
 import json
 import math
+import threading
 
 import pytest
 
@@ -13,6 +14,7 @@ from rebench_tui.session import Session, SessionMeta
 from rebench_tui.session.events import ScoreRecorded, SessionFinished
 from rebench_tui.session.session import ScoringBusy
 from rebench_tui.trajectory.audit import read_entries, validate_file
+from rebench_tui.trajectory.entries import log_event
 from tests.conftest import FIXTURE_ENVS
 
 
@@ -206,6 +208,42 @@ def test_warnings_then_time_limit_takes_the_final_score(make_session, fake_clock
     with pytest.raises(SessionError):
         s.score()
     assert types(s)[-1] == "log"
+
+
+def test_a_time_warning_and_the_finish_at_the_same_moment_both_land_the_finish_last(make_session, fake_clock):
+    """Time up while a warning is being written (the app's clock tick and its final scoring are two
+    threads): the finish waits for the warning's row, so the log ends with the finish row and the
+    tick does not fail on a closed record."""
+    s = make_session(time_limit_s=600)
+    s.sandbox.is_running = lambda: False  # no final scoring: the finish comes at once
+    audit = s.core.audit
+    real_append, in_tick, finished, errors = audit.append, threading.Event(), threading.Event(), []
+
+    def slow_append(row, *a, **k):
+        if (log_event(row) or {}).get("event") == "time_warning":
+            in_tick.set()
+            finished.wait(2)  # give the finish the chance to go first (the old code let it)
+        return real_append(row, *a, **k)
+
+    audit.append = slow_append
+    fake_clock.advance(601)
+
+    def tick():
+        try:
+            s.tick()
+        except Exception as exc:  # noqa: BLE001 - the failure is the finding
+            errors.append(exc)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    assert in_tick.wait(5)
+    s.finish_at_time_limit()
+    finished.set()
+    ticker.join(10)
+    assert errors == [] and s.finished
+    rows = read_entries(s.folder / "audit.jsonl")
+    events_in_order = [(log_event(r["content"]) or {}).get("event") for r in rows]
+    assert events_in_order[-1] == "session_finished" and "time_warning" in events_in_order[:-1]
 
 
 def test_submit_scores_once_more_and_finishes(make_session):
