@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     study_token_file: Path | None = None  # default: <config_dir>/study-token
     study_ca: Path | None = None  # the certificate (or CA) a collector's HTTPS is checked against
     agent_runs: str | None = None  # agent runs the screen's compare key shows beside the sessions
+    # Threads of the numeric libraries in every container (default: the profile's CPUs); fewer on a
+    # machine shared with other work, where threads beyond the cores spin and waste them.
+    container_threads: int | None = Field(default=None, ge=1)
 
     # Absolute, whatever was given (a relative --sessions-dir once gave the local runtime's scorer
     # paths that meant nothing in the folder it runs in: every scoring NaN).

@@ -35,7 +35,8 @@ def connect_docker(settings: Settings, host: str | None = None, timeout: int = 6
 
     url = host or settings.docker_host
     config = host_for_url(url, load_hosts(settings.hosts_path))
-    return DockerRuntime.connect(url, settings.images, settings.cache_dir, timeout=timeout, host_config=config)
+    return DockerRuntime.connect(url, settings.images, settings.cache_dir, timeout=timeout, host_config=config,
+                                 threads=settings.container_threads)
 
 
 def local_runtime() -> Runtime:

@@ -156,7 +156,7 @@ def docker_client():
 def docker_runtime(docker_client, settings):
     from rebench_tui.runtime.docker_runtime import DockerRuntime
 
-    rt = DockerRuntime(docker_client, None, settings.images, settings.cache_dir)
+    rt = DockerRuntime(docker_client, None, settings.images, settings.cache_dir, threads=settings.container_threads)
     made: list[str] = []
     create = rt.create
 

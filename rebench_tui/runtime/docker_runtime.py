@@ -304,10 +304,17 @@ class DockerSandbox(Sandbox):
     def describe(self) -> dict[str, Any]:
         d = {"runtime": "docker", "isolated": True, "host": self.host, "container": self.container.short_id,
              "container_name": self.container.name, "image": self.spec.profile.base_image, "gpus": self.spec.profile.gpus}
+        env = dict(e.partition("=")[::2] for e in ((self.container.attrs or {}).get("Config") or {}).get("Env") or [])
+        if env.get("OMP_NUM_THREADS"):  # moves a CPU-timed score: the record says what the scorer ran with
+            d["cpu_threads"] = int(env["OMP_NUM_THREADS"]) if env["OMP_NUM_THREADS"].isdigit() else env["OMP_NUM_THREADS"]
         mode, held = held_by(self.container.attrs or {})
         if mode:  # which GPUs this session holds, as the container's own configuration says
             d.update(gpu_mode=mode, gpu_devices=held)
         return d
+
+
+# The variables numeric libraries read for their thread count (OpenMP: PyTorch's CPU kernels; the BLAS).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 class DockerRuntime(Runtime):
@@ -315,8 +322,9 @@ class DockerRuntime(Runtime):
     isolated = True
 
     def __init__(self, client: Any, base_url: str | None, images_dir: Path, cache_dir: Path,
-                 host_config: Host | None = None) -> None:
+                 host_config: Host | None = None, threads: int | None = None) -> None:
         self.client = client
+        self.threads = threads  # every container's numeric-library threads, instead of its CPU allotment
         self.base_url = base_url
         self.host = base_url or "local"
         self.images_dir = images_dir
@@ -362,7 +370,7 @@ class DockerRuntime(Runtime):
 
     @classmethod
     def connect(cls, base_url: str | None, images_dir: Path, cache_dir: Path, timeout: int = 60,
-                host_config: Host | None = None) -> "DockerRuntime":
+                host_config: Host | None = None, threads: int | None = None) -> "DockerRuntime":
         try:
             client = cls._client(base_url, timeout)
             client.ping()
@@ -379,7 +387,7 @@ class DockerRuntime(Runtime):
                 fix = ("start the engine (`sudo dockerd &` or `sudo systemctl start docker`), check DOCKER_HOST / --host, "
                        "or use `--runtime local` (not isolated)")
             raise RuntimeUnavailable(f"no Docker engine answers at {where}: {exc}", fix=fix) from None
-        return cls(client, base_url, images_dir, cache_dir, host_config)
+        return cls(client, base_url, images_dir, cache_dir, host_config, threads)
 
     @property
     def provided_images(self) -> dict[str, str]:
@@ -531,6 +539,8 @@ class DockerRuntime(Runtime):
             shm_size="1g",
         )
         kwargs.update(self._limits(prof, progress))
+        for name, value in self._thread_env(prof).items():
+            environment.setdefault(name, value)  # a profile's own setting wins
         if prof.gpus:
             gpu = self._gpu_kwargs(prof.gpus, image, progress)
             kwargs["environment"].update(gpu.pop("environment", {}))
@@ -551,6 +561,20 @@ class DockerRuntime(Runtime):
         if has_assets:
             volumes[str((spec.assets / "workspace").resolve())] = {"bind": f"{HOME}/{ASSETS_DIR}", "mode": "ro"}
         return volumes
+
+    def _thread_env(self, prof: Profile) -> dict[str, str]:
+        """How many threads PyTorch, NumPy and their BLAS start in the container. They count the
+        host's cores, not the container's CPU quota: a profile given 2 CPUs on a 64-core host would
+        run 64 threads on 2 CPUs' time, and their spinning at every barrier wastes most of it. So the
+        count is the profile's CPUs (as limited to this engine), or the runtime's ``threads`` (for a
+        machine shared with other work: ``REBENCH_CONTAINER_THREADS``); a profile with no CPU limit
+        leaves the libraries' own choice. The participant can still set other values in the shell."""
+        n = self.threads
+        if n is None and prof.cpus:
+            n = max(1, int(min(prof.cpus, self.engine_cpus())))
+        if n is None:
+            return {}
+        return {name: str(n) for name in THREAD_VARIABLES}
 
     def _limits(self, prof: Profile, progress: ProgressFn) -> dict[str, Any]:
         """The profile's CPU, memory, process and open-file limits, as container settings."""

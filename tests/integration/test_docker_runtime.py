@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -137,3 +138,22 @@ def test_attach_finds_the_container_again_and_restarts_a_stopped_one(sandbox, do
     again = docker_runtime.attach(sandbox.spec)
     assert again is not None and again.is_running()
     assert again.exec(["cat", "solution/answer.txt"]).stdout.strip() == "7"
+
+
+def test_numeric_libraries_count_the_containers_cpus_not_the_hosts(sandbox, docker_runtime, docker_client, toy, settings):
+    """PyTorch and the BLAS start one thread per host core unless told: in a container given fewer CPUs
+    those threads spin against each other. The container says how many (the profile's CPUs, or the
+    runtime's setting), the participant's commands see it, and the record keeps it."""
+    from rebench_tui.runtime.docker_runtime import DockerRuntime
+
+    expected = docker_runtime.threads or 1  # toy_score's smoke profile has 1 CPU
+    seen = sandbox.exec(["sh", "-c", "echo $OMP_NUM_THREADS $MKL_NUM_THREADS $OPENBLAS_NUM_THREADS"]).stdout.split()
+    assert seen == [str(expected)] * 3 and sandbox.describe()["cpu_threads"] == expected
+    ncpu = int(docker_client.info()["NCPU"])
+    smoke = toy.profile("smoke")
+    own = DockerRuntime(docker_client, None, settings.images, settings.cache_dir)
+    assert own._thread_env(replace(smoke, cpus=26))["OMP_NUM_THREADS"] == str(min(26, ncpu))
+    assert own._thread_env(replace(smoke, cpus=0.5))["OMP_NUM_THREADS"] == "1"
+    assert own._thread_env(replace(smoke, cpus=None)) == {}  # no limit: the libraries' own choice
+    shared = DockerRuntime(docker_client, None, settings.images, settings.cache_dir, threads=3)
+    assert shared._thread_env(replace(smoke, cpus=None))["MKL_NUM_THREADS"] == "3"

@@ -75,7 +75,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     torch.manual_seed(a.seed)
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    torch.set_num_threads(min(2, torch.get_num_threads()))  # two at most; fewer where the process was given fewer (OMP_NUM_THREADS)
     rng = random.Random(a.seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     tok = load_tokenizer(os.path.join(a.assets, "tokenizer.json"))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
@@ -50,7 +49,7 @@ def main() -> None:
         config = "tiny" if info.is_file() and json.loads(info.read_text()).get("profile") == "smoke" else "full"
     plan = PLANS[config]
     if config == "tiny":
-        torch.set_num_threads(min(2, os.cpu_count() or 1))
+        torch.set_num_threads(min(2, torch.get_num_threads()))  # two at most; fewer where the process was given fewer (OMP_NUM_THREADS)
     tokens = T.load_tokens(data)
     train_part, held_out = T.split(tokens)
     torch.manual_seed(SEED)
