@@ -86,7 +86,7 @@ def arena_fixture(env_id: str):
         store = AssetStore(Settings().cache_dir)
         if env.manifest.assets is not None:
             store.prepare(env, "smoke", "synthetic")  # a no-op where scripts/engine prepared them already
-        rt = DockerRuntime(client, None, settings.images, settings.cache_dir)
+        rt = DockerRuntime(client, None, settings.images, settings.cache_dir, threads=settings.container_threads)
         s = Session.create(env, "smoke", rt, settings.sessions, asset_store=store)
         a = Arena(s, env)
         try:

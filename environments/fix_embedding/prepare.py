@@ -130,7 +130,7 @@ def eval_loss(model: GPT, tokens: np.ndarray, batches: int = 20) -> float:
 
 
 def build_synthetic(profile: str, out: Path) -> dict:
-    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    torch.set_num_threads(min(4, torch.get_num_threads()))  # OMP_NUM_THREADS, where set, is the most it may take
     secret = draw_secret()
     # The corpus (validation split included) and both models come from fresh seeds too: with fixed
     # ones, anyone with this file could regenerate the held-out text or the uncorrupted model.

@@ -395,7 +395,7 @@ def train_start_checkpoint(profile: str, mode: str, out: Path) -> dict:
 
     plan = START_TRAINING[(profile, mode)]
     if profile == "smoke":
-        torch.set_num_threads(min(2, os.cpu_count() or 1))  # reproducible on bigger machines too
+        torch.set_num_threads(min(2, torch.get_num_threads()))  # reproducible on bigger machines too; fewer where given fewer
     device = "cuda" if torch.cuda.is_available() else "cpu"
     tokens = T.load_tokens(out / "workspace" / "train.bin")
     train_part, held_out = T.split(tokens)

@@ -181,12 +181,13 @@ def _become_subreaper() -> bool:
         return False
 
 
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
+def _parents() -> dict[int, int]:
+    """Every process's parent (pid -> ppid), from one pass over /proc."""
+    parents: dict[int, int] = {}
     try:
         names = os.listdir("/proc")
     except OSError:
-        return kids
+        return parents
     for name in names:
         if not name.isdigit():
             continue
@@ -196,9 +197,24 @@ def _children(pid: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1 and int(fields[1]) == pid:
-            kids.append(int(name))
-    return kids
+        if len(fields) > 1:
+            parents[int(name)] = int(fields[1])
+    return parents
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, from one look at /proc (a tree of thousands, a fork bomb's, is
+    one pass, not one pass per process)."""
+    children: dict[int, list[int]] = {}
+    for child, parent in _parents().items():
+        children.setdefault(parent, []).append(child)
+    found: list[int] = []
+    todo = list(children.get(pid, ()))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children.get(p, ()))
+    return found
 
 
 def _signal_each(pids: list[int], sig: int) -> int:
@@ -219,12 +235,7 @@ def _end_descendants() -> int:
     me = os.getpid()
     killed = 0
     for _round in range(200):
-        found: list[int] = []
-        todo = _children(me)
-        while todo:
-            pid = todo.pop()
-            found.append(pid)
-            todo.extend(_children(pid))
+        found = _descendants(me)
         if not found:
             break
         killed += _signal_each(found, signal.SIGKILL)

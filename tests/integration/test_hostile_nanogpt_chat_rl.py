@@ -80,7 +80,7 @@ def arena(tmp_path_factory, docker_client):
     held = st.folder / "protected" / "heldout.json"
     if "order_seed" not in json.loads(held.read_text()):
         store.prepare(env, "smoke", "synthetic", force=True)
-    rt = DockerRuntime(client, None, settings.images, settings.cache_dir)
+    rt = DockerRuntime(client, None, settings.images, settings.cache_dir, threads=settings.container_threads)
     s = Session.create(env, "smoke", rt, settings.sessions, asset_store=store, secrets={"JUDGE_API_KEY": SECRET})
     try:
         yield Arena(s, env)

@@ -40,7 +40,7 @@ def arena(tmp_path_factory, docker_client):
     env = load_catalog(ROOT / "environments", KNOWN_IMAGES).get("rust_codecontests")
     store = AssetStore(Settings().cache_dir)
     store.prepare(env, "smoke", "synthetic")
-    rt = DockerRuntime(client, None, settings.images, settings.cache_dir)
+    rt = DockerRuntime(client, None, settings.images, settings.cache_dir, threads=settings.container_threads)
     s = Session.create(env, "smoke", rt, settings.sessions, asset_store=store, secrets={"CODE_MODEL_API_KEY": SECRET})
     try:
         yield Arena(s, env)

@@ -58,6 +58,25 @@ def test_stragglers_are_killed_after_a_normal_exit(sandbox, tmp_path):
     assert not _alive(int(pidfile.read_text()))
 
 
+def test_a_tree_of_hundreds_that_left_the_group_is_ended_whole(sandbox):
+    """Processes in sessions of their own (out of the command's group) are found by their parentage
+    and killed, hundreds of them as a fork bomb leaves, before the command's result comes back."""
+    marker = "300.4242"
+    r = sandbox.exec(["sh", "-c", f"for i in $(seq 250); do setsid sh -c 'sleep {marker} & sleep {marker}' & done; "
+                                  f"while [ $(pgrep -fc 'sleep {marker}') -lt 500 ]; do sleep 0.1; done; exit 0"],
+                     timeout=120)
+    assert r.exit_code == 0 and not r.timed_out, r.stderr
+    left = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() in argv and _alive(int(name)):
+            left.append(int(name))
+    assert left == []
+
+
 def test_cancel(sandbox):
     cancel = threading.Event()
     threading.Timer(0.5, cancel.set).start()
