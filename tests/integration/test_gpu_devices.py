@@ -22,6 +22,7 @@ from rebench_tui.catalog import load_catalog
 from rebench_tui.doctor import Doctor
 from rebench_tui.errors import RuntimeUnavailable
 from rebench_tui.hosts import Host, load_hosts
+from rebench_tui.runtime.base import LABEL_ENV, LABEL_PROFILE
 from rebench_tui.runtime.gpus import query_fields_known
 from rebench_tui.session import Session
 from tests.conftest import FIXTURE_ENVS, KNOWN_IMAGES
@@ -119,6 +120,12 @@ def gpu_env(env_copy):
             fh.write(GPU_PROFILE)
 
     return load_catalog(env_copy(FIXTURE_ENVS / "toy_score", add_gpu_profile), KNOWN_IMAGES).get("toy_score")
+
+
+def _gpu_containers(runtime) -> set[str]:
+    """This file's sessions' containers: the rest of the suite starts and removes its own beside it."""
+    return {c.id for c in runtime.find_containers()
+            if c.labels.get(LABEL_ENV) == "toy_score" and c.labels.get(LABEL_PROFILE) == "gpu"}
 
 
 @pytest.fixture
@@ -241,11 +248,11 @@ def test_devices_mode_without_nodes_or_driver_is_refused_naming_what_is_missing(
     assert f"no {empty}/nvidiaN device node" in mode.detail and f"no {empty}/nvidiactl" in mode.detail
     assert "the host's `ldconfig -p` lists no libcuda.so.1" in mode.detail   # this machine's real ldconfig cache
     docker_runtime.host_config = load_hosts(fake_gpu_host.hosts_file)[0]
-    before = {c.id for c in docker_runtime.find_containers()}
+    before = _gpu_containers(docker_runtime)
     with pytest.raises(RuntimeUnavailable) as exc:
         Session.create(gpu_env, "gpu", docker_runtime, settings.sessions)
     assert "is set to give them as device nodes" in exc.value.what and exc.value.kept.startswith("nothing was started")
-    assert {c.id for c in docker_runtime.find_containers()} == before
+    assert _gpu_containers(docker_runtime) == before
 
 
 def test_toolkit_forced_on_an_engine_without_it_fails_at_start_and_leaves_nothing(fake_gpu_host, docker_runtime, settings,
@@ -254,7 +261,7 @@ def test_toolkit_forced_on_an_engine_without_it_fails_at_start_and_leaves_nothin
     docker_runtime.host_config = load_hosts(fake_gpu_host.hosts_file)[0]
     found = {f.check: f for f in Doctor(settings, gpu_env, "gpu").run()}
     assert found["GPU mode"].status == "fail" and "the engine lists no nvidia runtime" in found["GPU mode"].detail
-    before = {c.id for c in docker_runtime.find_containers()}
+    before = _gpu_containers(docker_runtime)
     sessions = tmp_path / "s"
     with pytest.raises(RuntimeUnavailable) as exc:
         Session.create(gpu_env, "gpu", docker_runtime, sessions)
@@ -262,7 +269,7 @@ def test_toolkit_forced_on_an_engine_without_it_fails_at_start_and_leaves_nothin
     # the engine's own refusal of the device request (what the H200 without the toolkit says), cleaned up
     assert "could not select device driver" in text and "toolkit mode" in text and "removed" in text
     assert 'gpu_mode = "devices"' in text
-    assert {c.id for c in docker_runtime.find_containers()} == before and list(sessions.iterdir()) == []
+    assert _gpu_containers(docker_runtime) == before and list(sessions.iterdir()) == []
 
 
 def test_hosts_lists_the_mode_and_the_free_gpus(fake_gpu_host, monkeypatch):
