@@ -1,9 +1,13 @@
-"""optimize_llm_foundry in a real container (smoke profile): prepare --synthetic, score the starting
-finetune.sh, the faster reference, a changed learning rate and a broken script, and check that the
-participant cannot read /protected.
+"""optimize_llm_foundry in a real container (smoke profile): prepare --synthetic, score the faster
+reference, a changed learning rate and a broken script, and check that the participant cannot
+read /protected.
 
-About 2 minutes on an idle 2-core machine (prepare about 35 s when the assets are not cached yet,
-then the starting script about 40 s, the faster one 10-15 s twice, container start-up)."""
+The starting finetune.sh (the smoke profile's longest scoring: 40 s alone on an idle 2-core
+machine, minutes under the suite's load) is scored in a container elsewhere, not here again: by
+test_calibrate_smoke.py (three times, with nothing beside it) and as the honest baseline of
+test_hostile_optimize_llm_foundry.py, which checks that it reproduces the reference weights
+exactly (norm_diff 0.0); tests/unit/test_env_optimize_llm_foundry.py checks the order start >
+faster on the host."""
 
 from __future__ import annotations
 
@@ -35,18 +39,13 @@ def test_smoke_in_a_container(catalog, docker_runtime, settings):
     sol = s.workspace / "solution"
     saved = {str(p.relative_to(sol)): p.read_bytes() for p in sol.rglob("*") if p.is_file()}
     try:
-        # the unmodified script, run as agent by the scorer, reproduces the reference run exactly
-        start = s.score()
-        assert start.valid, start
-        assert start.message["norm_diff"] == 0.0 and start.message["maximum_allowed_norm_diff"] == MAX_NORM, start
-        assert start.score == pytest.approx(math.log(start.message["execution_time"]), abs=1e-3)
-        assert (sol / "trained_model" / "model.safetensors").is_file()
-
-        # the faster reference: same weights up to float reordering, and faster
+        # the faster reference, run as agent by the scorer: the reference weights up to float reordering
         shutil.copytree(ENV_DIR / "reference" / "faster", sol, dirs_exist_ok=True)
         fast = s.score()
         assert fast.valid and 0 < fast.message["norm_diff"] < 0.1 * MAX_NORM, fast
-        assert fast.score < start.score, (fast, start)
+        assert fast.message["maximum_allowed_norm_diff"] == MAX_NORM, fast
+        assert fast.score == pytest.approx(math.log(fast.message["execution_time"]), abs=1e-3)
+        assert (sol / "trained_model" / "model.safetensors").is_file()
 
         # changed behaviour: the faster script with a 25% higher learning rate
         toml = sol / "finetune_smoke.toml"

@@ -1,21 +1,20 @@
-"""restricted_mlm in a real container: prepare --synthetic, start score, a trained reference,
-a forbidden operation, a broken file, and /protected out of the participant's reach. (Hostile
-solutions: test_hostile_restricted_mlm.py.)"""
+"""restricted_mlm in a real container: prepare --synthetic, start score, a forbidden operation, a
+broken file, and /protected out of the participant's reach. (Hostile solutions:
+test_hostile_restricted_mlm.py. The reference, trained as the participant inside the container and
+scored against the manifest's figure, is test_calibrate_smoke.py's: its 400 training steps are the
+suite's longest single piece of work, done there once.)"""
 
 from __future__ import annotations
 
 import math
-import shutil
 
 import pytest
 
 from rebench_tui.assets import AssetStore
 from rebench_tui.config import Settings
 from rebench_tui.session import Session
-from tests.conftest import ROOT
 
 pytestmark = pytest.mark.docker
-REF = ROOT / "environments" / "restricted_mlm" / "reference"
 SOFTMAX_MODEL = '''
 import torch
 class M(torch.nn.Module):
@@ -30,7 +29,6 @@ def get_trained_model():
 '''
 
 
-@pytest.mark.timeout(1800)  # the reference's 400 training steps take 20-600 s, depending on the machine's load
 def test_smoke_in_a_container(catalog, docker_runtime, settings):
     env = catalog.get("restricted_mlm")
     store = AssetStore(Settings().cache_dir)
@@ -41,14 +39,7 @@ def test_smoke_in_a_container(catalog, docker_runtime, settings):
         start = s.score()
         assert abs(start.score - env.profile("smoke").start_score) < 0.03, start
         assert "loss" in start.message
-        # the participant's route: train the reference architecture as agent, inside the container
         saved = {p.name: p.read_bytes() for p in sol.iterdir() if p.is_file()}
-        shutil.copy(REF / "model.py", sol / "model.py")
-        shutil.copy(REF / "train_reference.py", sol / "train_reference.py")
-        r = s.sandbox.exec(["python3", "train_reference.py"], workdir="/home/agent/solution", timeout=900)
-        assert r.exit_code == 0, r.stderr[-2000:]
-        ref = s.score()
-        assert ref.score < start.score - 0.2, ref
         (sol / "model.py").write_text(SOFTMAX_MODEL)
         forbidden = s.score()
         assert math.isnan(forbidden.score) and "softmax" in forbidden.message["disallowed_operation"]

@@ -14,8 +14,9 @@ memoize (copying weights an earlier run left) gives the right weights in no time
 catches it by the work the run did (the CPU time of its process tree, under the profile's floor).
 
 Runtime: the honest starting script runs once (a full smoke finetune: 40-100 s in a container on
-an idle 2-core machine, up to its 300 s limit under heavy load), and only if a hostile scoring
-comes out valid; late_daemon runs the full finetune as well; every other case fails within
+an idle 2-core machine, up to its 300 s limit under heavy load): the baseline the hostile scorings
+that come out valid are held to, and the suite's check that the unmodified script, in a container,
+reproduces the reference weights exactly; late_daemon runs the full finetune as well; every other case fails within
 seconds (fifo_daemon starts the full finetune in its daemon, which the scorer kills at once).
 """
 
@@ -43,12 +44,21 @@ SLACK = 0.5
 
 @pytest.fixture(scope="module")
 def honest(arena):
-    """The unmodified finetune.sh's score in this container (one full smoke finetune)."""
+    """The unmodified finetune.sh's record in this container (one full smoke finetune)."""
     arena.reset()
     r = arena.score()
-    assert math.isfinite(r.score) and r.message["norm_diff"] == 0.0, r
+    assert math.isfinite(r.score), r
     print(f"\nhonest starting solution: {r.score:.3f} ({r.message['execution_time']} s)")
-    return r.score
+    return r
+
+
+def test_the_unmodified_script_reproduces_the_reference_weights_in_the_container(honest):
+    """The baseline itself, scored as a participant's scoring is: valid, the reference weights
+    exactly (norm_diff 0.0: the smoke finetune is deterministic), its score ln(execution_time)."""
+    assert honest.valid and honest.message["norm_diff"] == 0.0, honest
+    assert honest.message["maximum_allowed_norm_diff"] == 0.3, honest
+    assert honest.score == pytest.approx(math.log(honest.message["execution_time"]), abs=1e-3)
+    assert honest.details["participant_uid"] == 1000, honest.details
 
 
 @scored_once
@@ -72,7 +82,7 @@ def check(record, request) -> None:
     if not math.isfinite(record.score):
         assert record.message.get("error"), record.message
         return
-    assert_no_fake_best(record, request.getfixturevalue("honest"), Direction.LOWER, slack=SLACK)
+    assert_no_fake_best(record, request.getfixturevalue("honest").score, Direction.LOWER, slack=SLACK)
 
 
 @pytest.mark.parametrize("name, reason", [

@@ -12,10 +12,10 @@ whatever it sends, only allowed operators run. RMLM_TEST_DEVICE=cuda runs the gr
 
 The end-to-end tests run `prepare.py --profile smoke --mode synthetic` once (module fixture, with
 a pinned secret so the scores are reproducible), lay out a home and a protected folder as the
-container has them, and run score.py as a subprocess on the starting solution, the reference
-solution (trained here: about 2 CPU-minutes, so 2-3 minutes of wall time on an idle 2-core
-machine, more when it is shared), a solution that uses softmax, one with a syntax error and one
-with a wrong output shape.
+container has them, and run score.py as a subprocess on the starting solution, a solution that
+uses softmax, one with a syntax error and one with a wrong output shape. The trained reference is
+scored once in the suite, by test_calibrate_smoke.py: trained as the participant in a container,
+within the manifest's tolerance of its recorded figure (400 steps, minutes of CPU time).
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ SMOKE = MANIFEST["profiles"]["smoke"]
 # (RMLM_SECRET_SEED, the one the manifest's scores were measured with); the tolerances cover other
 # CPUs' float rounding and, in the container tests that use the cache's random seed, the spread.
 START_TOLERANCE = 0.03
-REFERENCE_TOLERANCE = 0.1
 PINNED_SECRET = "20261203"
 
 if str(LIB) not in sys.path:
@@ -709,20 +708,6 @@ def test_starting_solution_scores_as_the_manifest_says(prepared, tmp_path):
     assert result["message"]["execution_time"] > 0
     assert result["details"]["masked_tokens"] == 8 * 8 * 19
     assert result["details"]["graph_nodes"] > 5 and result["details"]["parameters"] > 0
-
-
-@pytest.mark.timeout(1200)  # 400 training steps: 20 s on an idle 2-core machine, 600 s seen on a shared one
-def test_reference_solution_scores_better(prepared, tmp_path):
-    files = {"model.py": ENV / "reference" / "model.py", "train.py": ENV / "solution" / "train.py",
-             "train_reference.py": ENV / "reference" / "train_reference.py"}
-    home, protected = _layout(tmp_path, prepared[0], files)
-    proc = subprocess.run([sys.executable, str(home / "solution" / "train_reference.py")], capture_output=True, text=True,
-                          timeout=900, cwd=home / "solution")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = _score(home, protected)
-    assert isinstance(result["score"], float), result
-    assert result["score"] < SMOKE["start_score"] - 0.2, result
-    assert abs(result["score"] - SMOKE["reference_score"]) <= REFERENCE_TOLERANCE, result
 
 
 FORBIDDEN_MODEL = '''
