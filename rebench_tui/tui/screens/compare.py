@@ -10,18 +10,19 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from ...compare.analysis import ALL, Comparison
 from ...compare.terminal import draw_curves, env_title, fmt_budget, rule_title, summary_rows
+from ..widgets.table import MeasuredTable
 
 
 class CompareChart(PlotextPlot):
     DEFAULT_CSS = "CompareChart { height: 1fr; min-height: 10; }"
 
 
-class CompareTable(DataTable):
+class CompareTable(MeasuredTable):
     DEFAULT_CSS = "CompareTable { height: auto; max-height: 12; }"
 
 

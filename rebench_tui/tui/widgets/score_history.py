@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import math
 
-from textual.widgets import DataTable
 from textual_plotext import PlotextPlot
 
 from ...clock import format_hms
 from ...scoring import Aggregation, Attempt, Direction, Rule
 from ...trajectory.records import CountingScore, ScoreRecord
+from .table import MeasuredTable
 
 
 def _fmt(x: float, digits: int = 4) -> str:
@@ -50,7 +50,7 @@ def attempt_cells(attempt: Attempt, pos: int, hidden: bool, recount: bool = Fals
     return label, f"{n} · {_fmt(attempt.median)} · {_fmt(attempt.low)}–{_fmt(attempt.high)}"
 
 
-class ScoreTable(DataTable):
+class ScoreTable(MeasuredTable):
     """One row per scoring. ``best`` stars the scorings whose median is the score that counts now;
     ``attempt`` says which attempt a scoring belongs to (scorings of unchanged files are re-scores
     of one attempt) and ``n · median · min–max`` that attempt's spread, updated as re-scores come."""
