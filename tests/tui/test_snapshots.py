@@ -4,19 +4,25 @@ injected clock and compares the SVG with the one accepted in ``__snapshots__/``.
 
 Everything that varies between runs is fixed: the session id (no random suffix), the sessions
 folder (one path, which the help screen shows; a lock keeps two test runs on one machine from
-sharing it), the clock (fake). A changed screen fails
+sharing it), the clock (fake), the input cursor (not blinking), and the moment of the picture: every
+test waits until the screen has settled (``_settled``) rather than trusting Textual's ``pause()``, which
+judges "idle" by the process's CPU use and, on a loaded machine, returned before a table had measured
+its new rows (CI once saw "re-score of 1" cut to "re-scor"). A changed screen fails
 here; if the change is wanted, look at the report pytest writes and accept it with
 ``pytest tests/tui/test_snapshots.py --snapshot-update``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from textual.widgets import DataTable, Input
 
 from rebench_tui.catalog import load_catalog
 from rebench_tui.runtime.local import LocalRuntime
@@ -44,6 +50,41 @@ def session(fake_clock, monkeypatch):
         shutil.rmtree(SESSIONS.parent, ignore_errors=True)
 
 
+async def _settled(pilot, limit_s: float = 20.0) -> None:
+    """Wait until the screen is what a user would see a moment later: no table has rows or cells
+    left to measure (DataTable does that when its queue runs empty), no input cursor blinks, and
+    two pictures taken a pause apart are the same."""
+    app = pilot.app
+    for screen in app.screen_stack:
+        for field in screen.query(Input):
+            field.cursor_blink = False  # shown steadily: a blink is a matter of when the picture is taken
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    before = None
+    while loop.time() < deadline:
+        await pilot.pause(0.05)
+        tables = [t for screen in app.screen_stack for t in screen.query(DataTable)]
+        if any(t._require_update_dimensions or t._updated_cells for t in tables):  # Textual has no public "measured"
+            continue
+        await pilot.wait_for_scheduled_animations()
+        now = app.export_screenshot()
+        if now == before:
+            return
+        before = now
+    raise AssertionError(f"the screen did not settle within {limit_s:.0f} s")
+
+
+def _pressing(*keys: str):
+    """A ``run_before`` that presses ``keys``, then waits for the screen to settle."""
+
+    async def run(pilot) -> None:
+        await pilot.press(*keys)
+        await pilot.app.workers.wait_for_complete()
+        await _settled(pilot)
+
+    return run
+
+
 def _app(s) -> RebenchApp:
     app = RebenchApp(s, watch_files=False, keymap={})
     app.NOTIFICATION_TIMEOUT = 600  # a slow machine must not see a toast gone that a fast one shows
@@ -59,10 +100,11 @@ async def _scored(pilot, *answers: str) -> None:
         await pilot.press("s")
         await app.workers.wait_for_complete()
         await pilot.pause()
+    await _settled(pilot)
 
 
 def test_session_screen_at_the_start(session, snap_compare):
-    assert snap_compare(_app(session), terminal_size=SIZE)
+    assert snap_compare(_app(session), terminal_size=SIZE, run_before=_pressing())
 
 
 def test_session_screen_after_three_scorings(session, snap_compare):
@@ -70,12 +112,7 @@ def test_session_screen_after_three_scorings(session, snap_compare):
 
 
 def test_session_screen_paused(session, snap_compare):
-    async def pause(pilot):
-        await pilot.press("p")
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-
-    assert snap_compare(_app(session), terminal_size=SIZE, run_before=pause)
+    assert snap_compare(_app(session), terminal_size=SIZE, run_before=_pressing("p"))
 
 
 def test_session_screen_finished(session, snap_compare):
@@ -83,23 +120,19 @@ def test_session_screen_finished(session, snap_compare):
         await _scored(pilot, "5")
         await pilot.press("x")
         await pilot.pause()
-        await pilot.press("enter")  # submit, with no text
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
+        await _pressing("enter")(pilot)  # submit, with no text
 
     assert snap_compare(_app(session), terminal_size=SIZE, run_before=finish)
 
 
 @pytest.mark.parametrize("key", ["question_mark", "q", "x"], ids=["help", "quit dialog", "submit dialog"])
 def test_dialogs(session, snap_compare, key):
-    assert snap_compare(_app(session), terminal_size=SIZE, press=[key])
+    assert snap_compare(_app(session), terminal_size=SIZE, run_before=_pressing(key))
 
 
 def test_compare_from_the_session(session, snap_compare):
     async def compare(pilot):
         await _scored(pilot, "6", "3")
-        await pilot.press("v")
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
+        await _pressing("v")(pilot)
 
     assert snap_compare(_app(session), terminal_size=SIZE, run_before=compare)
