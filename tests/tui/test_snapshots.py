@@ -100,7 +100,6 @@ async def _scored(pilot, *answers: str) -> None:
         await pilot.press("s")
         await app.workers.wait_for_complete()
         await pilot.pause()
-    await _settled(pilot)
 
 
 def test_session_screen_at_the_start(session, snap_compare):
@@ -108,7 +107,11 @@ def test_session_screen_at_the_start(session, snap_compare):
 
 
 def test_session_screen_after_three_scorings(session, snap_compare):
-    assert snap_compare(_app(session), terminal_size=SIZE, run_before=lambda pilot: _scored(pilot, "7", "4", "4"))
+    async def three(pilot):
+        await _scored(pilot, "7", "4", "4")
+        await _settled(pilot)
+
+    assert snap_compare(_app(session), terminal_size=SIZE, run_before=three)
 
 
 def test_session_screen_paused(session, snap_compare):
