@@ -16,6 +16,7 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.docker
 
 REFERENCE = ROOT / "environments" / "triton_cumsum" / "reference"
+ROUNDS = 5  # scorings of each solution where one CPU time is compared with another
 
 WRONG_KERNEL = '''
 import torch
@@ -59,14 +60,27 @@ def test_triton_cumsum_smoke_start_faster_wrong(catalog, docker_runtime, setting
     s = Session.create(env, "smoke", docker_runtime, settings.sessions, store=Store(settings.sessions))
     open_sessions.append(s)
     s.start_watching()
-    start = s.score()
-    assert start.valid and start.message["results_match"] is True, start
-    assert start.details["n"] == 16_384 and start.details["device"] == "cpu"
-
-    # the participant writes a faster solution (as root on the host here; through the shell in real use)
-    shutil.copy(REFERENCE / "smoke_solution.py", solution(s))
-    fast = s.score()
-    assert fast.valid and fast.score < start.score, (start.score, fast.score)
+    starting = solution(s).read_text()
+    # The participant writes a faster solution (as root on the host here; through the shell in real
+    # use). One scoring of each is a coin toss at the smoke size: a quiet run here once drew 0.50 ms
+    # a call for the start and 0.56 for the reference, and three rounds each on the quiet machine gave
+    # medians only 0.23 to 0.48 apart (ln ms), single scorings 0.1 to 0.2 either side of them. So
+    # each is scored ROUNDS times, in turn (a drift of the machine's load falls on both), and the
+    # session's own rule, each attempt the median of its re-scores, must count the faster one.
+    scored: dict[str, list] = {"start": [], "fast": []}
+    for _ in range(ROUNDS):
+        solution(s).write_text(starting)
+        scored["start"].append(s.score())
+        shutil.copy(REFERENCE / "smoke_solution.py", solution(s))
+        scored["fast"].append(s.score())
+    for name, records in scored.items():
+        assert all(r.valid and r.message["results_match"] is True for r in records), (name, records)
+    assert scored["start"][0].details["n"] == 16_384 and scored["start"][0].details["device"] == "cpu"
+    attempts = s.attempts()
+    assert len(attempts) == 2, attempts  # re-scores of unchanged files join their attempt
+    times = {name: [round(r.score, 3) for r in records] for name, records in scored.items()}
+    print(f"\nln ms a call, in turn: {times}")
+    assert s.final().attempt == 2, (s.final(), times)  # the faster solution's attempt counts
 
     solution(s).write_text(WRONG_KERNEL)
     wrong = s.score()
@@ -82,7 +96,7 @@ def test_triton_cumsum_smoke_start_faster_wrong(catalog, docker_runtime, setting
     rows = read_entries(s.folder / "audit.jsonl")
     files = [r for r in rows if r["content"].get("attributes", {}).get("title") == "file"]
     assert any(r["content"]["content"][1]["path"] == "solution/solution.py" for r in files)
-    assert [r["content"]["type"] for r in rows].count("intermediateScore") == 4
+    assert [r["content"]["type"] for r in rows].count("intermediateScore") == 2 * ROUNDS + 2
     assert validate_file(s.folder / "audit.jsonl") == []
     assert s.final().attempt == 2
 
