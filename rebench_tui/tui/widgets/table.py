@@ -2,7 +2,8 @@
 
 DataTable measures new rows when its message queue runs empty, and caches each drawn row by its
 count of changes, not by the column widths. A row drawn in between (on a busy machine) kept the
-old, narrower columns: "re-score of 1" read "re-scor" until the next change to the table. Every table of the app derives from this one.
+old, narrower columns: "re-score of 1" read "re-scor" until the next change to the table.
+Every table of the app derives from this one.
 """
 
 from __future__ import annotations
