@@ -187,6 +187,8 @@ class ProfileSpec(_Strict):
     # How this profile stands on each of the paper's settings ([paper] below): "same" or what and why.
     setting: dict[str, ProfileSetting] = Field(default_factory=dict)
     standins: StandInSpec | None = None
+    # Whether the scoring room gets a network: none unless the scorer calls out (a judge's API).
+    scoring_network: bool = False
 
     @model_validator(mode="after")
     def _distinct_scores(self) -> "ProfileSpec":
@@ -254,6 +256,7 @@ class Profile:
     setting: tuple[SettingRow, ...] = ()  # the paper's settings beside this profile's (setting.py)
     standins: StandInSpec | None = None   # what `start --stand-ins` puts in place of outside services
     standing_in: bool = False             # this profile runs with them (with_standins)
+    scoring_network: bool = False         # the scoring room has a network (else none: its own loopback only)
 
     @property
     def differences(self) -> tuple[SettingRow, ...]:
@@ -372,4 +375,5 @@ class Environment:
             calibration=spec.calibration,
             setting=setting_rows(self.manifest.paper, spec.setting),
             standins=spec.standins,
+            scoring_network=spec.scoring_network,
         )

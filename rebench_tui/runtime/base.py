@@ -12,9 +12,10 @@ import json
 import secrets
 import threading
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..catalog import Environment, Profile
 
@@ -196,6 +197,35 @@ class Sandbox(ABC):
         return b""
 
     supervisor: str = str(SUPERVISOR)  # the command supervisor's path as the sandbox sees it
+
+    # -- scorings -------------------------------------------------------------------------
+    room_of: str | None = None  # a scoring room: the id of the session it scores
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The participant's processes held still for the duration (a container's cgroup freezer);
+        nothing here where there is no container."""
+        yield
+
+    def home_archive(self) -> tuple[Any, str] | None:
+        """The home as a tar stream and its members' prefix, or None where the home is a folder
+        of this machine (read it there)."""
+        return None
+
+    def open_room(self, token: str, fill_home: Callable[[Any, str], None], network: bool) -> "Sandbox":
+        """A place of its own for the scoring ``token``, its home written by ``fill_home(tar, arcname)``."""
+        raise NotImplementedError(f"the {self.kind} sandbox has no scoring room")
+
+    def close_room(self) -> None:
+        """Remove this scoring room and everything in it."""
+
+    def describe_room(self) -> dict[str, Any]:
+        """The record's facts of this scoring room (its container and image where it has one)."""
+        return {"kind": self.kind, "isolated": self.isolated}
+
+    def remove_rooms(self, token: str | None = None) -> int:
+        """Remove the session's scoring rooms left behind (of one scoring, with ``token``)."""
+        return 0
 
     def image_id(self) -> str | None:
         """The id (content digest) of the image the sandbox runs, where it runs one."""

@@ -16,8 +16,9 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from ..catalog import Environment, Profile
 from ..errors import RebenchError, RuntimeUnavailable
@@ -43,6 +44,8 @@ from .base import (
 )
 from ..secrets import secrets_env_file
 from .capture import DAEMON, HOOKS
+from .docker_room import HOME_ARCNAME, find_rooms, open_room, remove_room
+from .exec_gate import ExecGate, wait_running
 from .gpus import (HOST_ROOT, LOOK_SCRIPT, NVIDIA_LIB_DIRS, NVIDIA_ROOT, QUERY, QUERY_DEVICES, TOOLKIT_FIX, Gpu, GpuSupport,
                    HostView, claims, decide, held_by, parse_look, parse_nvidia_smi, with_claims)
 from .images import RECIPE_LABEL, ImageBuilder, Recipes, context_hash
@@ -122,14 +125,16 @@ def _nvidia_linker_step() -> str:
             "{ ldconfig 2>/dev/null || true; }")
 
 
-def _ownership_steps(spec: SandboxSpec) -> list[str]:
+def _ownership_steps(spec: SandboxSpec, home: bool = True) -> list[str]:
     """A fresh container: /protected's files for root:protected only, the home the participant's."""
     paths = " ".join(shlex.quote(f"{PROTECTED}/{name}") for name in
                      (STARTING_SOLUTION_DIR, ASSETS_DIR, *([SECRETS_FILE] if spec.secrets else [])))
     # Only what the session put there: a read-only assets mount must not be touched.
     owned = " ".join(shlex.quote(f"{HOME}/{p.name}") for p in spec.workspace.iterdir() if p.name != ASSETS_DIR)
-    return [f"mkdir -p {PROTECTED}/{ASSETS_DIR} && chown -R root:protected {paths} && chmod -R u=rwX,g=rX,o= {paths}",
-            f"chown agent:agent {HOME}" + (f" && chown -R agent:agent {owned}" if owned else "")]
+    protect = f"mkdir -p {PROTECTED}/{ASSETS_DIR} && chown -R root:protected {paths} && chmod -R u=rwX,g=rX,o= {paths}"
+    if not home:
+        return [protect]
+    return [protect, f"chown agent:agent {HOME}" + (f" && chown -R agent:agent {owned}" if owned else "")]
 
 
 def _setup_steps(container: Any, spec: SandboxSpec, *, fresh: bool) -> list[str]:
@@ -168,6 +173,8 @@ class DockerSandbox(Sandbox):
         self.spec = spec
         self.host = runtime.host
         self.remote = runtime.remote
+        self.gate = runtime.gate(container.id)
+        self.room_of: str | None = None  # a scoring room: the session it scores
 
     @property
     def container(self) -> Any:
@@ -194,7 +201,8 @@ class DockerSandbox(Sandbox):
 
     def watch_files(self, ignore: tuple[str, ...], interval: float = 0.5) -> FileStream:
         """The poller's scans of the home, streamed (the home is out of this machine's reach)."""
-        return FileStream(self.api, self.container.id, HOME, ignore, interval)
+        with self.gate.starting():
+            return FileStream(self.api, self.container.id, HOME, ignore, interval, frozen=lambda: self.gate.frozen)
 
     def sync_home(self, dest: Path, ignore: tuple[str, ...]) -> list[str]:
         """Copy the participant's home (less ignored paths) into the host folder ``dest``; returns
@@ -202,15 +210,18 @@ class DockerSandbox(Sandbox):
         excludes = []
         for pat in ignore:
             excludes.append(f"--exclude=./{pat.rstrip('/')}" if "/" in pat else f"--exclude={pat}")
-        exec_id = self.api.exec_create(self.container.id, ["tar", "-C", HOME, *excludes, "-cf", "-", "."], user="root",
-                                       stdout=True, stderr=False)["Id"]
+        with self.gate.starting():
+            exec_id = self.api.exec_create(self.container.id, ["tar", "-C", HOME, *excludes, "-cf", "-", "."], user="root",
+                                           stdout=True, stderr=False)["Id"]
+            stream = self.api.exec_start(exec_id, stream=True)
+            wait_running(self.api, exec_id)
 
         def tar_ended_well() -> None:
             rc = self.api.exec_inspect(exec_id).get("ExitCode")
             if rc not in (0, 1):  # 1: a file changed while it was read
                 raise RebenchError(f"copying the home out of the container failed (tar exit {rc})", kept="the container")
 
-        return extract_stream(self.api.exec_start(exec_id, stream=True), dest, before_extract=tar_ended_well)
+        return extract_stream(stream, dest, before_extract=tar_ended_well)
 
     def exec(self, argv: Sequence[str], *, user: str = "agent", workdir: str | None = None, env: dict[str, str] | None = None,
              timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None,
@@ -222,21 +233,22 @@ class DockerSandbox(Sandbox):
                               guard=(HOME, self.forbidden_link_targets) if guard_links else None, keep_status=keep_status)
         started = time.monotonic()
         nonce = exec_nonce()
-        exec_id = self.api.exec_create(self.container.id, cmd, user="root", environment={**(env or {}), "REBENCH_EXEC_NONCE": nonce},
-                                       stdout=True, stderr=True)["Id"]
         sink = StatusFilter(on_output, nonce=nonce)
+        with self.gate.starting():
+            exec_id = self.api.exec_create(self.container.id, cmd, user="root", stdout=True, stderr=True,
+                                           environment={**(env or {}), "REBENCH_EXEC_NONCE": nonce})["Id"]
+            stream = self.api.exec_start(exec_id, stream=True, demux=True)
+            wait_running(self.api, exec_id)
         done = threading.Event()
         if cancel is not None:
             def watch() -> None:
                 while not done.is_set():
                     if cancel.wait(0.1):
-                        kill = self.api.exec_create(self.container.id, [self.python, SUPERVISOR_PATH, "cancel", "--token", token,
-                                                                        "--state-dir", STATE_DIR], user="root")
-                        self.api.exec_start(kill["Id"])
+                        self.supervisor_call("cancel", token)
                         return
             threading.Thread(target=watch, daemon=True).start()
         try:
-            for out, err in self.api.exec_start(exec_id, stream=True, demux=True):
+            for out, err in stream:
                 if out:
                     sink.feed("stdout", out)
                 if err:
@@ -253,9 +265,88 @@ class DockerSandbox(Sandbox):
             result.exit_code = rc if rc not in (None, 0) else -1
         return result
 
+    # -- scorings: the freezer, the snapshot's source and the room ----------------------------
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The participant's container frozen by the engine (``docker pause``: the cgroup freezer,
+        which no signal of theirs undoes) for the duration, then thawed; the app's own execs wait."""
+        if self.room_of is not None:  # a room is never frozen: it is the scorer's
+            yield
+            return
+        with self.gate.freeze(self.container.pause, self._thaw):
+            yield
+
+    def _thaw(self) -> None:
+        try:
+            self.container.unpause()
+        except Exception:  # noqa: BLE001 - a link lost meanwhile: the next attach thaws it
+            if self.container.status == "paused":
+                raise
+
+    def home_archive(self) -> tuple[Any, str]:
+        """The home as the engine's tar stream (read as root, links not followed) and the
+        members' prefix; the container may be frozen."""
+        stream, _stat = self.container.get_archive(HOME)
+        return stream, HOME.rsplit("/", 1)[-1]
+
+    def open_room(self, token: str, fill_home: Callable[[Any, str], None], network: bool) -> "DockerSandbox":
+        """A scoring room for the exec ``token`` (see docker_room.py): the session's image,
+        limits and GPUs, the protected data, and the home ``fill_home(tar, arcname)`` writes."""
+        spec = self.spec
+
+        def fill(tar: tarfile.TarFile) -> None:
+            _add_tools(tar)
+            _add_protected(tar, spec, lambda _m: None)
+            fill_home(tar, HOME_ARCNAME)
+
+        steps = ["[ -d /tmp ] || { mkdir -p /tmp && chmod 1777 /tmp; }", f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}",
+                 *_ownership_steps(spec, home=False)]
+        if any(str(m.get("Destination", "")).startswith(NVIDIA_ROOT) for m in (self.container.attrs or {}).get("Mounts") or []):
+            steps.append(_nvidia_linker_step())
+        room = open_room(self.runtime.client, self.container, spec, token, HOME, network, fill, steps)
+        sandbox = DockerSandbox(self.runtime, room, spec)
+        sandbox.room_of = spec.session_id
+        try:
+            self.runtime._start_services(room, spec)
+        except BaseException:
+            remove_room(room)
+            raise
+        return sandbox
+
+    def describe_room(self) -> dict[str, Any]:
+        attrs = self._container.attrs or {}
+        return {"kind": "docker", "isolated": True, "container": self._container.id[:12], "image": attrs.get("Image"),
+                "network": ((attrs.get("HostConfig") or {}).get("NetworkMode") or "default")}
+
+    def close_room(self) -> None:
+        """Remove this scoring room (its container, with every process in it)."""
+        remove_room(self._container)
+
+    def remove_rooms(self, token: str | None = None) -> int:
+        """Remove the session's rooms (of one scoring, with ``token``); how many there were."""
+        found = find_rooms(self.runtime.client, self.spec.session_id, token)
+        for room in found:
+            remove_room(room)
+        return len(found)
+
+    def _room_for(self, token: str) -> "DockerSandbox | None":
+        found = find_rooms(self.runtime.client, token=token)
+        if not found:
+            return None
+        room = DockerSandbox(self.runtime, found[0], self.spec)
+        room.room_of = self.spec.session_id
+        return room
+
     def supervisor_call(self, verb: str, token: str) -> str:
-        rc, out = self.container.exec_run([self.python, "-I", "-S", SUPERVISOR_PATH, verb, "--token", token,
-                                           "--state-dir", STATE_DIR], user="root", demux=False)
+        if self.room_of is None:
+            room = self._room_for(token)  # a scoring's exec runs in its room
+            if room is not None:
+                if room.container.status != "running":
+                    room.container.start()
+                return room.supervisor_call(verb, token)
+        with self.gate.starting():
+            rc, out = self.container.exec_run([self.python, "-I", "-S", SUPERVISOR_PATH, verb, "--token", token,
+                                               "--state-dir", STATE_DIR], user="root", demux=False)
         if verb == "status" and rc != 0:
             raise RebenchError(f"asking the container's supervisor about exec {token} failed (exit {rc}): "
                                f"{(out or b'').decode(errors='replace')[-500:]}", kept="the container")
@@ -269,7 +360,8 @@ class DockerSandbox(Sandbox):
         return extract_stream(stream, dest)
 
     def read_file(self, path: str, offset: int = 0) -> bytes:
-        rc, (out, _err) = self.container.exec_run(["tail", "-c", f"+{offset + 1}", path], user="root", demux=True)
+        with self.gate.starting():
+            rc, (out, _err) = self.container.exec_run(["tail", "-c", f"+{offset + 1}", path], user="root", demux=True)
         return (out or b"") if rc == 0 else b""
 
     def shell_command(self) -> tuple[list[str], dict[str, str] | None, str | None]:
@@ -290,7 +382,11 @@ class DockerSandbox(Sandbox):
         return self.container.status == "running"
 
     def stop(self, *, remove: bool = False) -> None:
+        if self.room_of is None:
+            self.remove_rooms()
         try:
+            if self.container.status == "paused":
+                self.container.unpause()
             self.container.stop(timeout=5)
         finally:
             if remove:
@@ -336,6 +432,12 @@ class DockerRuntime(Runtime):
         self.host_config = host_config  # this engine's entry in hosts.toml (GPU mode, provided images)
         self._gpu_support: GpuSupport | None = None
         self.inventory_error: str | None = None  # why the last GPU listing failed, if it did
+        self._gates: dict[str, ExecGate] = {}
+
+    def gate(self, container_id: str) -> ExecGate:
+        """The exec gate of a container (one per container, whichever sandbox object asks)."""
+        with self._reconnect_lock:
+            return self._gates.setdefault(container_id, ExecGate())
 
     @staticmethod
     def _client(base_url: str | None, timeout: int) -> Any:
@@ -723,6 +825,9 @@ class DockerRuntime(Runtime):
         if not found:
             return None
         container = found[0]
+        if container.status == "paused":  # the app ended during a scoring: the participant's processes thaw now
+            container.unpause()
+            container.reload()
         if container.status != "running":
             container.start()
         # Idempotent: refreshes the supervisor and hooks, and starts the capture daemon and the

@@ -100,8 +100,52 @@ class LocalSandbox(Sandbox):
         sink.finish()
         return sink.result(rc, time.monotonic() - started)
 
+    def open_room(self, token: str, fill_home: Any, network: bool) -> "LocalSandbox":
+        """A copy of the attempt in a folder of its own (``.state/rooms/TOKEN/home``) where the
+        scorer runs: what it scores is the snapshot, not the home as it is meanwhile. Not a
+        boundary: the local runtime isolates nothing (the scorer runs as you, beside your processes)."""
+        import copy
+        import tarfile
+        import tempfile
+
+        folder = self.spec.state_dir / "rooms" / token
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        with tempfile.TemporaryFile() as tmp:
+            with tarfile.open(fileobj=tmp, mode="w") as tar:
+                fill_home(tar, "home")
+            tmp.seek(0)
+            with tarfile.open(fileobj=tmp, mode="r") as tar:
+                tar.extractall(folder, filter="tar")
+        home = folder / "home"
+        home.mkdir(exist_ok=True)
+        assets = Path(self.home) / ASSETS_DIR
+        if assets.exists() and not (home / ASSETS_DIR).exists():
+            (home / ASSETS_DIR).symlink_to(assets.resolve())
+        room = copy.copy(self)
+        room.home = str(home)
+        room.room_of = self.spec.session_id
+        room._run_dir = str(folder / "run")
+        return room
+
+    def close_room(self) -> None:
+        if self.room_of is not None:
+            shutil.rmtree(Path(self.home).parent, ignore_errors=True)
+
+    def remove_rooms(self, token: str | None = None) -> int:
+        rooms = self.spec.state_dir / "rooms"
+        found = [rooms / token] if token else (list(rooms.iterdir()) if rooms.is_dir() else [])
+        found = [f for f in found if f.is_dir()]
+        for f in found:
+            shutil.rmtree(f, ignore_errors=True)
+        return len(found)
+
     def supervisor_call(self, verb: str, token: str) -> str:
-        p = subprocess.run([sys.executable, "-I", "-S", str(SUPERVISOR), verb, "--token", token, "--state-dir", self._run_dir],
+        run_dir = self._run_dir
+        room_run = self.spec.state_dir / "rooms" / token / "run"
+        if self.room_of is None and room_run.is_dir():  # a scoring's exec ran in its room
+            run_dir = str(room_run)
+        p = subprocess.run([sys.executable, "-I", "-S", str(SUPERVISOR), verb, "--token", token, "--state-dir", run_dir],
                            capture_output=True, text=True, timeout=60)
         if verb == "status" and p.returncode != 0:
             raise RuntimeError(f"the supervisor's status verb failed (exit {p.returncode}): {p.stderr[-500:]}")

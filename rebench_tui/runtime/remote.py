@@ -20,7 +20,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Callable, Any, Iterator
 
 from .base import LABEL_MANAGED, LABEL_SESSION
 
@@ -127,7 +127,8 @@ class FileStream:
     """
 
     def __init__(self, api: Any, container_id: str, root: str, ignore: tuple[str, ...], interval: float,
-                 stall_s: float = 10.0) -> None:
+                 stall_s: float = 10.0, frozen: Callable[[], bool] = lambda: False) -> None:
+        self.frozen = frozen  # the container is frozen for a scoring: silence then is not a hung link
         argv = ["python3", POLLER_PATH, root, "--ignore", json.dumps(list(ignore)), "--interval", str(interval),
                 "--pidfile", POLLER_PIDFILE]
         exec_id = api.exec_create(container_id, argv, user="root", stdout=True, stderr=True)["Id"]
@@ -143,10 +144,15 @@ class FileStream:
     def _read(self, n: int) -> bytes:
         out = b""
         while len(out) < n:
-            if hasattr(self._raw, "recv"):
-                chunk = self._raw.recv(n - len(out))
-            else:
-                chunk = os.read(self._raw.fileno(), n - len(out))
+            try:
+                if hasattr(self._raw, "recv"):
+                    chunk = self._raw.recv(n - len(out))
+                else:
+                    chunk = os.read(self._raw.fileno(), n - len(out))
+            except (socket.timeout, TimeoutError):
+                if self.frozen() and not self.closed:
+                    continue
+                raise
             if not chunk:
                 raise EOFError("the file poller's stream ended")
             out += chunk

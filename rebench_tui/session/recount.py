@@ -11,7 +11,8 @@ without edits, cannot move it. Only one attempt is recounted on purpose: taking 
 several attempts' fresh medians would bring the luck of the draw back in.
 
 The recount's scorings are ordinary scoring rows marked ``details.recount`` (``scoring.Rule``
-counts them alone); the home is put back to the participant's final files afterwards.
+counts them alone), each in a scoring room of its own on a copy of the snapshot the attempt was
+scored from; the participant's home is never touched.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from ..trajectory.entries import log
 from .core import SessionCore
 from .scorer import Scorer
 from .snapshots import Snapshots
-from .workspace_scan import fingerprint, scan
 
 # The finishes that end a participant's work (a calibration's finish recounts nothing).
 PARTICIPANT_FINISHES = ("submitted", "time_limit")
@@ -42,30 +42,13 @@ def recount(core: SessionCore, scorer: Scorer) -> None:
         _note(core, f"no recount: {why}; the in-session rule counts", {"event": "recount_skipped", "reason": why})
         return
     assert lead.fingerprint is not None
-    snaps = scorer.snapshots
-    now = fingerprint(scan(core.workspace, core.ignore))[0]
-    moved = now != lead.fingerprint
-    if moved and not snaps.keep(now):
-        _note(core, "no recount: the final files changed while they were set aside", {"event": "recount_skipped",
-              "reason": "final files changing"})
-        return
     _note(core, f"recount: attempt {lead.attempt} (score {lead.score:.4g} from {lead.n} scoring(s)) is scored {runs} more "
-                "times from the copy of its files kept when it was scored; the median of these counts",
+                "times from the snapshot of its files taken when it was scored; the median of these counts",
           {"event": "recount_started", "attempt": lead.attempt, "fingerprint": lead.fingerprint, "runs": runs,
-           "in_session": json_score(lead.score), "home_restored": moved})
-    marker = core.state / RECOUNT_STATE
-    if moved:
-        scorer.recording.stop()  # the files put in place are not the participant's changes
-        marker.write_text(json.dumps({"final": now}), encoding="utf-8")  # a crash from here on is undone on reopening
-        snaps.place(lead.fingerprint)
-    try:
-        info = {"fingerprint": lead.fingerprint, "n_files": None, "source": "snapshot"}
-        for i in range(runs):
-            scorer.score(final=True, recount={"attempt": info, "of_attempt": lead.attempt, "run": i + 1, "runs": runs})
-    finally:
-        if moved:
-            snaps.place(now)
-            marker.unlink(missing_ok=True)
+           "in_session": json_score(lead.score)})
+    info = {"fingerprint": lead.fingerprint, "n_files": None, "source": "snapshot"}
+    for i in range(runs):  # each in a room of its own, from the kept snapshot: the home is never touched
+        scorer.score(final=True, recount={"attempt": info, "of_attempt": lead.attempt, "run": i + 1, "runs": runs})
 
 
 def restore_after_recount(core: SessionCore, snapshots: Snapshots) -> bool:
@@ -85,10 +68,8 @@ def restore_after_recount(core: SessionCore, snapshots: Snapshots) -> bool:
 def _cannot(core: SessionCore, scorer: Scorer, fp: str | None) -> str | None:
     if not fp:
         return "the leading attempt was scored without a fingerprint"
-    if core.sandbox.remote:
-        return "the home is on a remote engine, and no copies of attempts are kept there"
-    if not scorer.snapshots.has(fp):
-        return "no copy of the leading attempt's files was kept"
+    if not scorer.store.has(fp):
+        return "no snapshot of the leading attempt's files was kept"
     if not core.sandbox.is_running():
         return "the sandbox is not running"
     return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from secrets import token_hex
 from typing import Any, Callable
 
@@ -27,8 +28,11 @@ from .files import fingerprint, scan
 from .layout import SCORE_LOG
 from .recording import Recording
 from .scoring_marker import ScoringMarker
+from .attempt_store import AttemptStore, Snapshot, SnapshotRefused
 from .snapshots import Snapshots
 
+SCORING_STARTED = "scoring_started"  # the start row's event: a result is recorded only against one
+ROOM_KEY = "room"  # details: the scoring room (token, container, image) and what it cost
 FLUSH_BEFORE_SCORING_S = 60.0  # the longest a scoring waits for the files it scores to be recorded
 Reservation = tuple[int, float | None]
 
@@ -43,7 +47,8 @@ class Scorer:
         self.recording = recording
         self._lock = threading.Lock()
         self._score_log_backlog: list[tuple[float, float, dict[str, Any], dict[str, Any]]] = []
-        self.snapshots = Snapshots(core.workspace, core.state, core.ignore)
+        self.snapshots = Snapshots(core.workspace, core.state, core.ignore)  # recounts of sessions from before rooms
+        self.store = AttemptStore(core.state, core.ignore)
 
     @property
     def running(self) -> bool:
@@ -51,26 +56,64 @@ class Scorer:
 
     def score(self, *, cancel: threading.Event | None = None, on_output: Callable[[str, bytes], None] | None = None,
               final: bool = False, recount: dict[str, Any] | None = None) -> ScoreRecord | None:
-        """Run the protected scorer once; returns the record, or None if cancelled. Blocking.
+        """Run the protected scorer once on a snapshot of the participant's files, in a room of its
+        own; returns the record, or None if cancelled. Blocking.
 
-        ``recount``: a scoring of the finish's recount (``recount.py``): its ``attempt`` is the
-        fingerprint of the snapshot in the home, and the rest goes into ``details.recount``."""
+        The participant's processes are frozen (the engine's cgroup freezer) from before the
+        snapshot to the end of the scoring: nothing of theirs changes the files while they are
+        taken, or competes with the scorer for the CPU or GPU while it measures.
+
+        ``recount``: a scoring of the finish's recount (``recount.py``): its ``attempt`` names the
+        kept snapshot that is scored again, and the rest goes into ``details.recount``."""
         if not self._lock.acquire(blocking=False):
             raise ScoringBusy("a scoring is already running", fix="wait for it to finish, or cancel it")
         try:
             self._check_allowed(final or recount is not None)
             if recount is None:
                 self._prepare()
-                attempt = self.attempt_info()  # which files this scoring scores: re-scores of them share it
-                self._snapshot(attempt)
-            else:
-                attempt = recount["attempt"]
-            reservation = self.core.audit.reserve()
-            result = self._run(reservation, attempt, final, cancel, on_output)
+            token = token_hex(16)
+            with self.core.sandbox.frozen():
+                if recount is None:
+                    snap = self._take_snapshot()
+                    attempt = snap.info()
+                else:
+                    attempt = recount["attempt"]
+                    snap = self.store.load(attempt["fingerprint"])
+                self._started(token, attempt, final)
+                reservation = self.core.audit.reserve()
+                result, room = self._run(reservation, token, snap, attempt, final, cancel, on_output)
             return self._outcome(reservation, result, attempt, final,
-                                 None if recount is None else {k: v for k, v in recount.items() if k != "attempt"})
+                                 None if recount is None else {k: v for k, v in recount.items() if k != "attempt"}, room)
         finally:
             self._lock.release()
+
+    def _take_snapshot(self) -> Snapshot:
+        """The snapshot of the home as it stands (frozen): refused with the file's name if it
+        holds what a scoring cannot take (a pipe, a socket, a device, a link out of the home)."""
+        c = self.core
+        started = time.monotonic()
+        try:
+            archive = c.sandbox.home_archive()
+            snap = (self.store.take_from_folder(c.workspace) if archive is None
+                    else self.store.take_from_tar(archive[0], prefix=archive[1]))
+        except SnapshotRefused as exc:
+            c.audit.append(log(str(exc), {"event": "score_refused", "reason": "snapshot", "detail": str(exc)}, title="score"))
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded, then raised as a readable error
+            c.audit.append(log(f"scoring could not take the snapshot of your files: {exc}",
+                               {"event": "score_refused", "reason": "snapshot_failed", "detail": str(exc)[:500]}, title="score"))
+            raise RebenchError(f"scoring could not take the snapshot of your files: {exc}", kept="every record and your files",
+                               fix="check the container (`rebench-tui doctor`), then score again") from exc
+        self._snapshot_s = time.monotonic() - started
+        return snap
+
+    def _started(self, token: str, attempt: dict[str, Any], final: bool) -> None:
+        """The scoring's start row, in the chain before the scorer runs: its token, the attempt and
+        the working time. A result is recorded only against such a row (``details.room.token``)."""
+        c = self.core
+        c.audit.append(log(f"scoring started (attempt {attempt.get('fingerprint', '')[:12]}, {attempt.get('n_files')} files)",
+                           {"event": SCORING_STARTED, "token": token, "attempt": attempt, "final": final,
+                            "working_s": round(c.wclock.used(), 3)}, title="score"))
 
     def _check_allowed(self, final: bool) -> None:
         c = self.core
@@ -91,15 +134,6 @@ class Scorer:
                                kept="every record (nothing was lost; the container keeps running)",
                                fix="score again once the status line says the link is back")
 
-    def _snapshot(self, attempt: dict[str, Any]) -> None:
-        """Keep a copy of the files this attempt scores, where the finish may recount it."""
-        if self.core.meta.recount_runs > 0 and not self.core.sandbox.remote:
-            try:
-                attempt["snapshot"] = self.snapshots.keep(attempt.get("fingerprint"))
-            except OSError as exc:  # the scoring goes ahead; the recount will say it has no copy
-                attempt["snapshot"] = False
-                attempt["snapshot_error"] = str(exc)[:300]
-
     def _prepare(self) -> None:
         # File changes made before the key press are recorded before it, by events and a rescan (some
         # events may have been lost): what is scored is in the record.
@@ -108,18 +142,26 @@ class Scorer:
             self.core.audit.flush()  # a full disk held rows back: they go first, or this scoring waits
             self.flush_score_log()
 
-    def _run(self, reservation: Reservation, attempt: dict[str, Any], final: bool, cancel: threading.Event | None,
-             on_output: Callable[[str, bytes], None] | None) -> ExecResult:
+    def _run(self, reservation: Reservation, token: str, snap: Snapshot, attempt: dict[str, Any], final: bool,
+             cancel: threading.Event | None, on_output: Callable[[str, bytes], None] | None) -> tuple[ExecResult, dict[str, Any]]:
+        """The scorer in a room of its own, on a copy of ``snap``; the room is removed after."""
         c = self.core
         sandbox, manifest = c.sandbox, c.env.manifest
-        argv = [sandbox.python, f"{sandbox.protected}/{manifest.score.scorer}"]
-        marker = ScoringMarker(token_hex(16), reservation[0], reservation[1], final, attempt, c.profile.score_timeout)
+        marker = ScoringMarker(token, reservation[0], reservation[1], final, attempt, c.profile.score_timeout)
+        room_info: dict[str, Any] = {"token": token, "snapshot_s": round(getattr(self, "_snapshot_s", 0.0), 3)}
         try:
             marker.save(c.marker_path)  # on disk before the scorer starts: a crash from here on is settled on resume
-            # Links into the protected area are looked for in the scorer's own exec, before and after it.
-            return sandbox.exec(argv, user=manifest.score.user, timeout=c.profile.score_timeout, cancel=cancel,
-                                on_output=on_output, workdir=sandbox.home, guard_links=self._guard_links,
-                                token=marker.token)
+            opened = time.monotonic()
+            room = sandbox.open_room(token, lambda tar, arcname: self.store.add_to_tar(snap, tar, arcname),
+                                     network=c.profile.scoring_network)
+            room_info.update(room.describe_room(), open_s=round(time.monotonic() - opened, 3))
+            try:
+                argv = [room.python, f"{room.protected}/{manifest.score.scorer}"]
+                result = room.exec(argv, user=manifest.score.user, timeout=c.profile.score_timeout, cancel=cancel,
+                                   on_output=on_output, workdir=room.home, token=token)
+            finally:
+                room.close_room()
+            return result, room_info
         except Exception as exc:  # noqa: BLE001 - recorded, then raised as a readable error
             c.audit.fill(reservation, {"type": "error", "from": "server", "detail": f"scoring could not run: {exc}",
                                        "trace": None, "extra": None})
@@ -128,7 +170,7 @@ class Scorer:
                                fix="check the container (`rebench-tui doctor`), then score again") from exc
 
     def _outcome(self, reservation: Reservation, result: ExecResult, attempt: dict[str, Any],
-                 final: bool, recount: dict[str, Any] | None = None) -> ScoreRecord | None:
+                 final: bool, recount: dict[str, Any] | None = None, room: dict[str, Any] | None = None) -> ScoreRecord | None:
         c = self.core
         if result.refused_links:
             links = result.refused_links
@@ -146,7 +188,7 @@ class Scorer:
             return None
         parsed = self.parsed(result)
         details = {**parsed.details, "duration_s": round(result.duration_s, 3), "final": final, ATTEMPT_KEY: attempt,
-                   **({RECOUNT_KEY: recount} if recount is not None else {})}
+                   **({RECOUNT_KEY: recount} if recount is not None else {}), **({ROOM_KEY: room} if room else {})}
         if result.timed_out:
             details["timeout_s"] = c.profile.score_timeout
         if result.frozen_processes:  # stopped while it ran, resumed after (the supervisor's --freeze-owner-of)

@@ -45,7 +45,8 @@ DRAWS = (3.0, 1.0, 5.0, 2.0, 4.0, 0.5)  # a timing score's noise: the luck of th
 def farm_env(env_copy, recount=3, draws=DRAWS):
     """The toy environment as a timing environment with a recount, whose answer ``noisy`` scores
     the next of ``draws`` (counted per session, beside its home) and reports the notes file it saw
-    (so a test sees which files were scored)."""
+    (so a test sees which files were scored). The count is kept beside the protected folder: each
+    scoring runs in a room of its own, so nothing beside the home it scores outlives it."""
 
     def edit(d):
         m = d / "environment.toml"
@@ -55,7 +56,7 @@ def farm_env(env_copy, recount=3, draws=DRAWS):
         anchor = 'secret_ok = open(os.path.join(protected, "secret.txt")).read().startswith("held-out")\n'
         assert anchor in text
         draw = (f'if answer == "noisy":\n'
-                f'    _c = os.path.join(os.path.dirname(home.rstrip("/")), "draws")\n'
+                f'    _c = os.path.join(os.path.dirname(protected.rstrip("/")), "draws")\n'
                 f'    _n = int(open(_c).read()) if os.path.exists(_c) else 0\n'
                 f'    open(_c, "w").write(str(_n + 1))\n'
                 f'    _p = os.path.join(home, "solution", "notes.txt")\n'

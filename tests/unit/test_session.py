@@ -308,7 +308,7 @@ def test_rescores_share_a_fingerprint_and_the_final_score_is_their_median(make_s
     assert [r.score for r in records] == list(DRAWS)
     assert len({r.fingerprint for r in records}) == 1 and records[0].n_files >= 2
     assert records[0].details["attempt"] == {"fingerprint": records[0].fingerprint, "n_files": records[0].n_files,
-                                             "source": "workspace scan"}  # no recorder runs here
+                                             "source": "snapshot", "bytes": records[0].details["attempt"]["bytes"]}
     best = s.final()
     assert (best.score, best.n, best.scorings, best.representative) == (-1.628, 3, (1, 2, 3), 3)
     assert (best.low, best.high) == (-1.663, -1.462)

@@ -1,0 +1,119 @@
+"""The scoring room: a container of its own for each scoring.
+
+Made on the session's engine (local or over SSH) from the session container's own image, with its
+environment, CPU, memory, process and open-file limits, shared-memory size and GPUs (device
+requests or device nodes and the driver's files, copied from the session container, so the room
+gets exactly the session's GPUs) and the read-only assets; with no network unless the profile
+says its scorer needs one (``scoring_network``); and, being a new container, its own PID and IPC
+namespaces and a fresh ``/tmp`` and ``/dev/shm``. The participant's home is NOT mounted: the room
+gets a copy of the attempt's snapshot, the scorer's tools and the protected data (the starting
+solution, the held-out assets, the secrets) in one archive, and the profile's services are
+started in it (a stand-in model on the room's own loopback). No process of the participant's can
+see, signal, trace or feed anything in it. It is removed when the scoring ends; its id and image
+go into the record.
+
+Rooms carry the labels ``rebench.room`` (the scoring's token) and ``rebench.room-of`` (the
+session), never ``rebench.session``: a room is never taken for a session's container.
+"""
+
+from __future__ import annotations
+
+import tarfile
+import tempfile
+from typing import Any, Callable
+
+from .base import SandboxSpec
+
+LABEL_ROOM = "rebench.room"
+LABEL_ROOM_OF = "rebench.room-of"
+HOME_ARCNAME = "home/agent"
+
+
+def _mounts(session: Any, home: str) -> list[Any]:
+    """The session container's mounts but its home: the assets (read-only) and GPU driver files."""
+    from docker.types import Mount
+
+    out = []
+    for m in (session.attrs or {}).get("Mounts") or []:
+        dest = str(m.get("Destination") or "")
+        if dest == home:
+            continue
+        kind = m.get("Type") or "bind"
+        source = m.get("Name") if kind == "volume" else m.get("Source")
+        if not source:
+            continue
+        out.append(Mount(target=dest, source=source, type=kind, read_only=not m.get("RW", False)))
+    return out
+
+
+def room_kwargs(session: Any, spec: SandboxSpec, token: str, home: str, network: bool) -> dict[str, Any]:
+    """``containers.create`` arguments of the room of the scoring ``token`` of ``session``."""
+    from docker.types import DeviceRequest, Ulimit
+
+    attrs = session.attrs or {}
+    host = attrs.get("HostConfig") or {}
+    config = attrs.get("Config") or {}
+    kwargs: dict[str, Any] = dict(
+        image=attrs.get("Image") or config.get("Image"),
+        command=["sleep", "infinity"],
+        name=f"rebench-{spec.session_id}-room-{token[:12]}",
+        hostname="rebench-scoring",
+        labels={LABEL_ROOM: token, LABEL_ROOM_OF: spec.session_id},
+        init=True,
+        detach=True,
+        user="root",
+        working_dir=home,
+        environment=list(config.get("Env") or []),
+        mounts=_mounts(session, home),
+        network_mode=(host.get("NetworkMode") or "bridge") if network else "none",
+        shm_size=host.get("ShmSize") or None,
+    )
+    for key, arg in (("NanoCpus", "nano_cpus"), ("Memory", "mem_limit"), ("MemorySwap", "memswap_limit"),
+                     ("PidsLimit", "pids_limit")):
+        if host.get(key):
+            kwargs[arg] = host[key]
+    if host.get("Ulimits"):
+        kwargs["ulimits"] = [Ulimit(name=u["Name"], soft=u["Soft"], hard=u["Hard"]) for u in host["Ulimits"]]
+    if host.get("DeviceRequests"):
+        kwargs["device_requests"] = [DeviceRequest(driver=d.get("Driver") or "", count=d.get("Count") or 0,
+                                                   device_ids=d.get("DeviceIDs") or [],
+                                                   capabilities=d.get("Capabilities") or [], options=d.get("Options") or {})
+                                     for d in host["DeviceRequests"]]
+    if host.get("Devices"):
+        kwargs["devices"] = [f"{d['PathOnHost']}:{d['PathInContainer']}:{d.get('CgroupPermissions') or 'rwm'}"
+                             for d in host["Devices"]]
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def open_room(client: Any, session: Any, spec: SandboxSpec, token: str, home: str, network: bool,
+              fill: Callable[[tarfile.TarFile], None], setup: list[str]) -> Any:
+    """Create and start the room; ``fill`` adds the tools, protected data and the attempt to one
+    archive put at ``/``; ``setup`` is run as root after it. Removed again if any step fails."""
+    room = client.containers.create(**room_kwargs(session, spec, token, home, network))
+    try:
+        room.start()
+        with tempfile.TemporaryFile() as tmp:
+            with tarfile.open(fileobj=tmp, mode="w") as tar:
+                fill(tar)
+            tmp.seek(0)
+            room.put_archive("/", tmp)
+        if setup:
+            rc, out = room.exec_run(["sh", "-c", " && ".join(f"{{ {s}; }}" for s in setup)], user="root")
+            if rc != 0:
+                raise RuntimeError(f"preparing the scoring room failed: {out.decode(errors='replace')[-500:]}")
+    except BaseException:
+        remove_room(room)
+        raise
+    return room
+
+
+def remove_room(room: Any) -> None:
+    try:
+        room.remove(force=True)
+    except Exception:  # noqa: BLE001 - gone already, or the engine is: found and removed on the next open
+        pass
+
+
+def find_rooms(client: Any, session_id: str | None = None, token: str | None = None) -> list[Any]:
+    label = f"{LABEL_ROOM}={token}" if token else (f"{LABEL_ROOM_OF}={session_id}" if session_id else LABEL_ROOM)
+    return client.containers.list(all=True, filters={"label": label})
