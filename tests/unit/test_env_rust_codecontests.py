@@ -256,7 +256,9 @@ def test_the_runner_abandons_a_solve_over_budget_and_reports_the_others(tmp_path
     assert by[0]["status"] == "timeout" and by[1]["status"] == "ok" and by[1]["code"] == "fn main(){}"
     assert by[2]["status"] == "error" and "boom" in by[2]["traceback"] and by[3]["status"] == "bad_return"
     assert by[4]["status"] == "too_big" and "code" not in by[4]
-    assert "chatter" in details["participant_stdout_tail"]
+    # what the scaffold printed (it saw the held-out statements) is counted, never kept
+    assert "participant_stdout_tail" not in details and details["participant_stdout_chars"] >= len("chatter")
+    assert "secret" not in json.dumps(details) and "hidden" not in json.dumps(details)
     assert 0.9 < by[0]["seconds"] < 5
 
 
@@ -461,3 +463,34 @@ def test_a_broken_scaffold_scores_nan_with_the_traceback(layout):
     assert raising["score"] == "NaN" and "no model today" in raising["message"]["error"]
     dies = _score(layout, "import os\ndef solve(problem):\n    os._exit(4)\n", "http://127.0.0.1:9/v1")
     assert dies["score"] == "NaN" and "exit status 4" in dies["message"]["error"]
+
+
+def test_score_details_say_what_failed_without_quoting_held_out_data(score_mod):
+    """A judged program that only looks up answers needs the expected outputs: they must not reach
+    the record (the participant reads it), nor the statements through a scaffold's error."""
+
+    class Harness:
+        def available_cpus(self):
+            return 1
+
+        def confinement(self):
+            return type("C", (), {"available": True, "reason": ""})()
+
+        def standard_error(self, k, n):
+            return 0.0
+
+        def evaluate(self, code, tests, limit, **kw):
+            return harness.Verdict("wrong_answer", f"test 0: expected {tests[0]['output']!r}, got 'x'", 0, 1)
+
+    problems = [{"name": "a", "tests": [{"input": "SECRET-IN", "output": "SECRET-OUT"}]},
+                {"name": "b", "tests": [{"input": "SECRET-IN", "output": "SECRET-OUT"}]}]
+    records = {0: {"status": "ok", "code": "fn main(){}"},
+               1: {"status": "error", "error": "ValueError: statement was SECRET-STATEMENT",
+                   "traceback": "Traceback:\n  File \"solve.py\", line 3, in solve\n    raise ValueError(p)\nValueError: SECRET-STATEMENT"}}
+    details: dict = {}
+    score, message = score_mod.judge_all(problems, records, Harness(), None, "/tmp", details)
+    text = json.dumps([message, details])
+    assert "SECRET" not in text
+    rows = details["per_problem"]
+    assert rows[0]["outcome"] == "wrong_answer" and "test 0: wrong answer" in rows[0]["detail"]
+    assert rows[1]["detail"].startswith("ValueError")
