@@ -273,8 +273,33 @@ class DockerSandbox(Sandbox):
         if self.room_of is not None:  # a room is never frozen: it is the scorer's
             yield
             return
-        with self.gate.freeze(self.container.pause, self._thaw):
+        with self.gate.freeze(self._freeze, self._thaw):
             yield
+
+    def _freeze(self) -> None:
+        """``docker pause``, tried again a few times: the kernel's freezer gives up on a cgroup whose
+        processes do not all stop in time (one in the middle of a disk write on a loaded machine), and
+        the engine then says so (``unable to freeze``) with the container thawed."""
+        import docker.errors
+
+        for wait in (0.2, 0.5, 1.0, 2.0, None):
+            try:
+                self.container.pause()
+                return
+            except docker.errors.APIError as exc:
+                if "freeze" not in str(exc) or wait is None:
+                    raise RebenchError(f"the participant's container could not be frozen for the scoring: "
+                                       f"{exc.explanation or exc}", kept="every record; nothing was scored",
+                                       fix="score again (a busy disk can keep a process from stopping in time)") from None
+                time.sleep(wait)
+
+    def _thaw_if_paused(self) -> None:
+        try:
+            self.container.reload()
+            if self.container.status == "paused":
+                self.container.unpause()
+        except Exception:  # noqa: BLE001 - gone, or thawed meanwhile: stop and remove say the rest
+            pass
 
     def _thaw(self) -> None:
         try:
@@ -385,8 +410,7 @@ class DockerSandbox(Sandbox):
         if self.room_of is None:
             self.remove_rooms()
         try:
-            if self.container.status == "paused":
-                self.container.unpause()
+            self._thaw_if_paused()
             self.container.stop(timeout=5)
         finally:
             if remove:

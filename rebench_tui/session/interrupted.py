@@ -13,7 +13,9 @@ from typing import Any
 
 from ..runtime.base import ExecResult, exec_result
 from ..scoring import ATTEMPT_KEY, ScoreResult
-from .scorer import Scorer
+from ..trajectory.audit import read_entries
+from ..trajectory.entries import log_event
+from .scorer import SCORING_STARTED, Scorer
 from .scoring_marker import ScoringMarker
 
 
@@ -27,11 +29,23 @@ def settle_interrupted_scoring(scorer: Scorer, notes: list[str]) -> dict[str, An
     if not core.audit.is_held(m.called_at):  # its row was written before the crash
         ScoringMarker.clear(core.marker_path)
         return None
+    if not _announced(core, m.token):  # a marker the chain does not back (written by hand, or replayed)
+        ScoringMarker.clear(core.marker_path)
+        core.audit.fill((m.called_at, m.usage), {"type": "error", "from": "server", "trace": None, "extra": None,
+                                                 "detail": f"a scoring marker named scoring {m.token[:12]}, which no start "
+                                                           "row in the log announced, or whose result is recorded "
+                                                           "already: nothing was collected for it"})
+        notes.append("A scoring marker that the record does not back was found and set aside; nothing was collected.")
+        return {"token": m.token, "outcome": "not announced"}
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(m.called_at / 1000))
     try:
         answer = core.sandbox.end_exec(m.token)
     except Exception as exc:  # noqa: BLE001 - the scoring is recorded all the same; the failure is said
         answer = {"state": "unreachable", "error": f"{type(exc).__name__}: {exc}"[:500]}
+    try:
+        core.sandbox.remove_rooms(m.token)  # its room, with whatever still ran in it
+    except Exception:  # noqa: BLE001 - removed on the session's next stop all the same
+        pass
     kept = answer.get("status") if answer.get("state") == "finished" and isinstance(answer.get("status"), dict) else None
     result = exec_result(kept, "", "") if kept is not None else None
     info: dict[str, Any] = {"started_at_ms": m.called_at, "started_at": started, "token": m.token,
@@ -39,6 +53,22 @@ def settle_interrupted_scoring(scorer: Scorer, notes: list[str]) -> dict[str, An
     if result is not None and not result.cancelled:
         return _collect(scorer, m, result, info, notes)
     return _interrupt(scorer, m, result, answer, info, notes)
+
+
+def _announced(core: Any, token: str) -> bool:
+    """Whether the chain has the start row of scoring ``token`` and no result for it yet."""
+    started = False
+    for row in read_entries(core.audit.path):
+        content = row.get("content") if isinstance(row.get("content"), dict) else {}
+        facts = log_event(content) or {}
+        if facts.get("event") == SCORING_STARTED and facts.get("token") == token:
+            started = True
+        elif content.get("type") == "intermediateScore":
+            details = content.get("details") if isinstance(content.get("details"), dict) else {}
+            if any(isinstance(details.get(k), dict) and details[k].get("token") == token
+                   for k in ("room", "interrupted", "recovered")):
+                return False
+    return started
 
 
 def _collect(scorer: Scorer, m: ScoringMarker, result: ExecResult, info: dict[str, Any],

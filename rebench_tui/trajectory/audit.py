@@ -47,7 +47,7 @@ from pydantic import BaseModel
 
 from ..clock import Clock
 from ..errors import RebenchError, SessionError
-from .entries import MAX_INDEX, TraceEntry, content_dict, is_finish
+from .entries import log_event, MAX_INDEX, TraceEntry, content_dict, is_finish
 
 UsageFn = Callable[[], float | None]
 CHUNK = 64  # rows queued per turn of the lock by append_many(interleave=True)
@@ -191,8 +191,9 @@ class AuditLog:
             times.add(int(row["calledAt"]))
             if self.finished_line is None and is_finish(row.get("content")):
                 self.finished_line = self.count
+        self._may_wait = {int(c) for c in held}  # the only results the journal may hold at an open
         if not self._hold(held, times):
-            self._merge_pending()
+            self._merge_pending(opening=True)
 
     def _hold(self, held: tuple[int, ...], times: set[int]) -> bool:
         """Keep ``held`` reservations open (those no row has filled); whether any is."""
@@ -422,18 +423,51 @@ class AuditLog:
                 self._merge_pending()
             return row
 
-    def _merge_pending(self) -> None:
+    def _merge_pending(self, opening: bool = False) -> None:
         if not self.pending_path.exists():
             return
         with open(self.pending_path, encoding="utf-8") as fh:
             rows = [json.loads(line) for line in fh if line.strip()]
+        refused: list[dict[str, Any]] = []
+        if opening:  # written by no one this process knows of: only what the chain can check is taken
+            rows, refused = _unannounced(rows, self._may_wait)
         # Journal rows were given times after every row already in the log, but reserved rows
         # filled out of turn can interleave: sort by calledAt, then chain them into the log.
         rows.sort(key=lambda r: r["calledAt"])  # stable: rows of one millisecond keep their order
+        if refused:
+            aside = _aside(self.pending_path)
+            aside.write_text("".join(json.dumps(r) + "\n" for r in refused), encoding="utf-8")
+            rows.append(self._row(self._prepare({
+                "type": "error", "from": "server", "trace": None, "extra": None,
+                "detail": f"{len(refused)} row(s) in the side journal were not taken into the log: a scoring's result "
+                          f"is taken from it only for a scoring that was running (its reserved time), and a scoring's "
+                          f"start never waits there; kept aside in {aside.name}"}), self._next_called_at(), self._usage()))
         self._note_finish(self._commit(rows))
         for r in rows:
             self._last_called = max(self._last_called, r["calledAt"])
         os.unlink(self.pending_path)
+
+
+def _unannounced(rows: list[dict[str, Any]], held: set[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Split a side journal found at an open: results only at a held reservation's time, no
+    scoring start rows (they are written before the reservation, never behind it)."""
+    keep, refused = [], []
+    for r in rows:
+        content = r.get("content") if isinstance(r.get("content"), dict) else {}
+        facts = log_event(content) or {}
+        if (content.get("type") == "intermediateScore" and int(r.get("calledAt", -1)) not in held) \
+                or facts.get("event") == "scoring_started":
+            refused.append(r)
+        else:
+            keep.append(r)
+    return keep, refused
+
+
+def _aside(path: Path) -> Path:
+    n = 1
+    while path.with_name(f"{path.name}.refused-{n}").exists():
+        n += 1
+    return path.with_name(f"{path.name}.refused-{n}")
 
 
 def validate_file(path: Path) -> list[tuple[int, str]]:

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..scoring import Aggregation, Direction, Rule, attempt_fingerprint, is_recount
+from . import scoring_starts
 from .audit import genesis_hash, line_hash
 from .entries import TraceEntry
 from .records import AUDIT, META, SCORE_LOG, SessionMeta
@@ -305,6 +306,14 @@ def check_setting(rows: list[dict[str, Any]], meta: dict[str, Any] | None, repor
         if same else "session.json's setting differs from the one the start row recorded (edited after the start?)"))
 
 
+def check_scoring_starts(rows: list[dict[str, Any]], report: Report) -> None:
+    """Each result against a start row recorded before it, once, inside the time limit."""
+    started = _event_rows(rows, "session_started")
+    limit = started[0].get("time_limit_s") if started else None
+    for ok, what, line in scoring_starts.check(rows, limit if isinstance(limit, (int, float)) else None):
+        report.add("scoring starts", ok, what, line)
+
+
 def verify(folder: Path) -> Report:
     report = Report(folder)
     rows = check_chain(folder / AUDIT, report)
@@ -313,5 +322,6 @@ def verify(folder: Path) -> Report:
         state = check_state(folder, rows, meta, report)
         check_score_log(folder, rows, report)
         check_setting(rows, meta, report)
+        check_scoring_starts(rows, report)
         check_final(folder, rows, report, meta, state)
     return report

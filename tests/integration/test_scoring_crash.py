@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from rebench_tui.catalog import load_catalog
+from rebench_tui.runtime.docker_room import find_rooms
 from rebench_tui.session import Session
 from rebench_tui.trajectory.audit import read_entries, validate_file
 from rebench_tui.trajectory.verify import verify
@@ -68,9 +69,18 @@ def slow_env(env_copy):
     return root, load_catalog(root, KNOWN_IMAGES).get("toy_score")
 
 
-def scorer_processes(container) -> list[str]:
-    top = container.top(ps_args="-eo pid,args")
-    return [" ".join(p) for p in top.get("Processes") or [] if "score.py" in " ".join(p) or "supervise.py" in " ".join(p)]
+def scorer_processes(session) -> list[str]:
+    """The scorer's processes: in the scoring's room (a container of its own), or anywhere else of
+    the session's (there should be none)."""
+    sb = session.sandbox
+    found = []
+    for c in [sb.container, *find_rooms(sb.runtime.client, session.meta.id)]:
+        c.reload()
+        if c.status != "running":
+            continue
+        top = c.top(ps_args="-eo pid,args")
+        found += [" ".join(p) for p in top.get("Processes") or [] if "score.py" in " ".join(p) or "supervise.py" in " ".join(p)]
+    return found
 
 
 def crash_during_scoring(s: Session, env_root: Path, settings, answer: str) -> dict:
@@ -84,7 +94,7 @@ def crash_during_scoring(s: Session, env_root: Path, settings, answer: str) -> d
         assert child.stdout.readline().strip() == "scoring", child.stderr.read()
         assert child.stdout.readline().strip() == "noted", child.stderr.read()
         deadline = time.monotonic() + 30
-        while not [p for p in scorer_processes(s.sandbox.container) if "score.py" in p]:
+        while not [p for p in scorer_processes(s) if "score.py" in p]:
             assert time.monotonic() < deadline, "the scorer never started"
             time.sleep(0.1)
         os.kill(child.pid, signal.SIGKILL)
@@ -107,11 +117,11 @@ def test_a_scoring_running_when_the_app_was_killed_is_ended_and_recorded_as_inte
     try:
         marker = crash_during_scoring(s, env_root, settings, "sleep")
         assert scored_rows(s.folder) == []  # nothing in the log yet: the row was reserved in memory only
-        assert [p for p in scorer_processes(s.sandbox.container) if "score.py" in p], "the scorer should run on"
+        assert [p for p in scorer_processes(s) if "score.py" in p], "the scorer should run on"
 
         again = Session.open(s.folder, env, docker_runtime)
         try:
-            assert scorer_processes(again.sandbox.container) == []  # the scorer's group and its supervisor are gone
+            assert scorer_processes(again) == []  # the scorer's group and its supervisor are gone
             (rec,) = again.history
             assert math.isnan(rec.score) and rec.called_at_ms == marker["called_at"]
             info = rec.details["interrupted"]
