@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from rebench_tui.runtime.docker_room import find_rooms
 from rebench_tui.scoring import Direction
 from tests.conftest import ROOT
 from tests.hostile import (arena_fixture, assert_no_fake_best, check_aftermath, participant_processes, protected_listing,
@@ -120,7 +121,7 @@ def doors(arena) -> str:
 
 def test_a_planted_pyc_never_runs_in_place_of_the_recorded_source(arena, honest):
     """Python prefers a __pycache__ file stamped like its source; those files are not in the record,
-    so the participant's bytecode files are removed before a scoring: the recorded solution.py runs."""
+    so they are not in the snapshot the scoring room gets either: the recorded solution.py runs."""
     arena.reset()
     arena.write({"solution/_honest.py": (HOSTILE / "_honest.py").read_text(),
                  "planted.py": (HOSTILE / "planted_pyc.py").read_text(), "plant.py": PLANT_PYC})
@@ -130,7 +131,8 @@ def test_a_planted_pyc_never_runs_in_place_of_the_recorded_source(arena, honest)
     record = arena.score()
     assert doors(arena) == "", "the planted bytecode ran in the scorer's worker"
     assert math.isfinite(record.score) and record.message["results_match"] is True, record.message
-    assert record.details.get("bytecode_files_removed", 0) >= 1, record.details
+    kept = arena.session.scorer.store.load(record.fingerprint).manifest
+    assert not [p for p in kept if "__pycache__" in p or p.endswith(".pyc")], sorted(kept)
     arena.root("rm -rf /home/agent/solution/__pycache__")
 
 
@@ -174,8 +176,9 @@ def test_the_broker_imports_nothing_from_the_participants_home(arena, honest):
 
 def test_nothing_started_before_the_scoring_can_watch_it(arena, honest):
     """A helper started from the participant's shell before the scoring looks for the scorer's
-    worker every 10 ms: the participant's processes are stopped while a scoring runs (and resumed
-    after), so it never sees one, and it is running again afterwards."""
+    worker every 10 ms: the scoring runs in a room of its own (another container, another PID
+    namespace) while the participant's container is frozen, so it never sees one, and it is
+    running again afterwards."""
     arena.reset()
     helper = ("echo $$ > /home/agent/watcher.pid; while :; do "
               "pgrep -u agent -f 'rebench[_]scorer' >/dev/null && echo seen >> /home/agent/watcher.log; sleep 0.01; done")
@@ -193,7 +196,7 @@ def test_nothing_started_before_the_scoring_can_watch_it(arena, honest):
         assert math.isfinite(record.score), record.message
         seen = arena.root("cat /home/agent/watcher.log 2>/dev/null | wc -l").stdout.strip()
         assert seen == "0", f"a process started before the scoring watched it ({seen} sightings)"
-        assert record.details.get("participant_processes_stopped", 0) >= 1, record.details
+        assert record.details["room"]["container"] != arena.session.sandbox.container.id[:12], record.details
         state = arena.root(f"ps -o stat= -p {pid}").stdout.strip()
         assert state and not state.startswith("T"), f"the helper was not resumed after the scoring: {state!r}"
     finally:
@@ -209,4 +212,5 @@ def test_nothing_the_scored_run_leaves_in_shared_temporary_folders_survives_it(a
     assert math.isfinite(record.score), record.message
     left = arena.root("ls -d /tmp/rebench-memo /dev/shm/rebench-memo 2>/dev/null").stdout.split()
     assert left == [], f"the scored run left {left} for the next scoring"
-    assert record.details.get("temporary_files_removed", 0) >= 4, record.details
+    # they were made in the scoring room's own /tmp and /dev/shm, removed with the room
+    assert find_rooms(arena.session.sandbox.runtime.client, arena.session.meta.id) == []
