@@ -1040,6 +1040,7 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     _say_gathered(got)
     result = run_compare(got.runs, budgets=list(budgets), k_max=k_max, n_boot=n_boot,
                          seed=seed, level=level, rule=rule)
+    result.beside = list(got.beside)
     for w in result.warnings:  # runs on different scales averaged together: said before anything else
         err.print(f"[bold yellow]warning:[/bold yellow] {escape(w)}", highlight=False)
     if out_dir is not None and not (png or html or csv_):

@@ -131,7 +131,9 @@ def write_csv(c: Comparison, out_dir: Path) -> list[Path]:
 # -- PNG --------------------------------------------------------------------------------------
 def panels(c: Comparison) -> list[str]:
     """What the figure shows, in order: each environment, ALL (if several), then score@k ("k")."""
-    return list(c.envs) + ([ALL] if len(c.envs) > 1 else []) + ["k"]
+    from .paper_view import paper_rows
+
+    return list(c.envs) + ([ALL] if len(c.envs) > 1 else []) + ["k"] + (["paper"] if paper_rows(c) else [])
 
 
 def grid_shape(n_panels: int) -> tuple[int, int]:
@@ -245,6 +247,10 @@ def render_png(c: Comparison) -> bytes:
         ax = axes[i // cols][i % cols]
         if p == "k":
             _k_panel(ax, c)
+        elif p == "paper":
+            from .paper_view import draw, paper_rows
+
+            draw(ax, c, paper_rows(c), lambda g: _color(c, g))
         else:
             _env_panel(ax, c, p)
     for j in range(len(ps), rows * cols):
@@ -297,6 +303,14 @@ def render_html(c: Comparison, png: bytes | None = None, warnings: Sequence[str]
     warnings = list(warnings) + list(c.warnings)
     if warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li class='warn'>{html.escape(w)}</li>" for w in warnings) + "</ul>")
+    if c.beside:
+        parts.append("<h2>Scale and setting</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in c.beside) + "</ul>")
+    from . import paper_view
+
+    prows = paper_view.paper_rows(c)
+    if prows:
+        parts.append(f"<h2>By time budget</h2><p>{html.escape(paper_view.title(c))}</p>"
+                     + _table(paper_view.COLUMNS, paper_view.table_rows(prows)))
     acols, arows = anchors_rows(c)
     parts.append("<h2>Anchors</h2><p>What each group's runs were normalized between: each run by the anchors of the "
                  "setting it was scored in (a session's recorded ones, a log's own, else METR's published ones), unless "
