@@ -30,13 +30,14 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .runs import CompareError, EnvInfo, EnvResolver, Run, Scoring, SourceKind, make_run
+from ..catalog.anchors import Anchors
+from .runs import CompareError, EnvInfo, EnvResolver, Run, Scoring, SourceKind
 
 FILE_NAME = "all_runs.jsonl"
 BUDGET_END = "usageLimits"  # fatal_error_from of a run that stopped at its budget: a normal end
@@ -125,7 +126,7 @@ def read_published(path: Path, resolver: EnvResolver) -> PublishedRuns:
         raise CompareError(f"{path}: METR's published runs need the published anchors table, which does not read",
                            fix="check environments/published.toml (`rebench-tui doctor`)")
     families = {p.family: p.env_id for p in table.envs.values()}
-    envs: dict[str, EnvInfo] = {}
+    envs: dict[str, tuple[EnvInfo, Anchors]] = {}  # by env id: the runs' rule, and the anchors their scores are on
     out = PublishedRuns(path)
     try:
         f = path.open("r", encoding="utf-8")
@@ -157,19 +158,19 @@ def read_published(path: Path, resolver: EnvResolver) -> PublishedRuns:
             if row.fatal_error_from not in (None, BUDGET_END):
                 out.fatal[row.fatal_error_from] += 1
                 continue
-            env = envs.get(env_id)
-            if env is None:
-                env = envs[env_id] = resolver.info(env_id)
-            out.runs.append(_run(row, n, path, env, table.envs[env_id].anchors()))
+            got = envs.get(env_id)
+            if got is None:
+                got = envs[env_id] = (resolver.info(env_id), table.envs[env_id].anchors())
+            out.runs.append(_run(row, n, path, *got))
     return out
 
 
-def _run(row: PublishedRow, n: int, path: Path, env: EnvInfo, published) -> Run:
+def _run(row: PublishedRow, n: int, path: Path, env: EnvInfo, published: Anchors) -> Run:
     score = math.nan if row.score is None else float(row.score)
     raw = published.start + score * (published.reference - published.start) if math.isfinite(score) else math.nan
-    notes = [f"line {n} of {path.name}: score {score:.6g} on METR's published anchors "
-             f"({published.start:g} → {published.reference:g}), budget {row.time_limit:g} s"]
-    run = make_run(SourceKind.PUBLISHED, str(row.run_id), env, row.alias, [Scoring(row.time_limit, raw)],
-                   finished=row.completed_at is not None, source=f"{path}:{n}", working_s=row.time_limit,
-                   notes=notes)
-    return replace(run, budget_s=row.time_limit, started_ms=row.started_at, ended_ms=row.completed_at)
+    note = (f"line {n} of {path.name}: score {score:.6g} on METR's published anchors "
+            f"({published.start:g} → {published.reference:g}), budget {row.time_limit:g} s")
+    # One scoring, so already in order: built directly (make_run would sort, and replace copy it).
+    return Run(SourceKind.PUBLISHED, str(row.run_id), env, row.alias, (Scoring(row.time_limit, raw),),
+               row.completed_at is not None, f"{path}:{n}", row.time_limit, notes=(note,),
+               budget_s=row.time_limit, started_ms=row.started_at, ended_ms=row.completed_at)
