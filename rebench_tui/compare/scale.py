@@ -12,31 +12,14 @@ settings differ (GPU, profile, harness), and are printed beside the table.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Sequence
 
+from ..catalog.anchors import anchors_gpu
 from .runs import EnvResolver, Run, SourceKind
 
 HARNESS = ("harness: METR's agents ran in METR's own scaffolds (the published rows name the model, not the "
            "scaffold); human sessions ran in this workstation; the paper compared both under its own harness")
-
-
-GPU_NAME = re.compile(r"\b(GB200|B200|H200|H100|A100|A10G?|L40S?|L4|V100|T4|RTX ?\d{4})\b")
-
-
-def anchors_gpu(anchors) -> str | None:
-    """The GPU model an anchors' provenance names (calibrated: the calibration host's first GPU;
-    measured or published: the first GPU named in its note), None where it names none."""
-    p = anchors.provenance or {}
-    gpus = p.get("gpus")
-    if isinstance(gpus, list) and gpus:
-        first = gpus[0]
-        text = str(first.get("name", "")) if isinstance(first, dict) else str(first)
-    else:
-        text = " ".join(str(p.get(k) or "") for k in ("hardware_family", "hardware", "measured"))
-    m = GPU_NAME.search(text)
-    return m.group(1).replace(" ", "") if m else None
 
 
 def onto_published(runs: Sequence[Run], resolver: EnvResolver) -> tuple[list[Run], list[str]]:

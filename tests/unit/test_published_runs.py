@@ -22,7 +22,7 @@ from rebench_tui.compare.command import gather
 from rebench_tui.compare.imports import load_sources
 from rebench_tui.compare.published_runs import is_published_file, read_published
 from rebench_tui.compare.runs import CompareError, EnvResolver, SourceKind
-from rebench_tui.compare.scale import anchors_gpu
+from rebench_tui.catalog.anchors import anchors_gpu, gpu_differs
 from rebench_tui.catalog.anchors import Anchors
 from tests.conftest import ROOT
 
@@ -205,3 +205,31 @@ def test_compare_command_on_a_folder_with_the_published_file(published, human_on
     assert "METR's published anchors" in res.output and "the paper's view" in res.output
     assert (tmp_path / "rep" / "compare.png").stat().st_size > 0
     assert "By time budget" in (tmp_path / "rep" / "compare.html").read_text()
+
+
+# -- the GPU under the anchors ------------------------------------------------------------------------
+def test_gpu_differs_offers_calibrate_only_where_the_models_differ():
+    h100 = Anchors(1.6, -0.66, "measured", "", {"measured": "2026-12-05, one NVIDIA H100 80GB HBM3 (driver 580)"})
+    line = gpu_differs(h100, ["NVIDIA H200", "NVIDIA H200"], "triton_cumsum", "gpu")
+    assert line is not None and "\n" not in line
+    assert "measured on an H100" in line and "H200" in line and "rebench-tui calibrate triton_cumsum --profile gpu" in line
+    assert gpu_differs(h100, ["NVIDIA H100 80GB HBM3"], "triton_cumsum", "gpu") is None
+    assert gpu_differs(h100, [], "triton_cumsum", "gpu") is None  # nothing listed: nothing to say
+    assert gpu_differs(Anchors(0, 1, "measured", "", {}), ["NVIDIA H200"], "x", "gpu") is None  # anchors name no GPU
+
+
+def test_doctor_says_when_the_hosts_gpus_are_not_the_anchors_gpu(tmp_path):
+    from rebench_tui.catalog import load_catalog
+    from rebench_tui.config import Settings
+    from rebench_tui.doctor import Doctor
+    from tests.conftest import KNOWN_IMAGES
+
+    env = load_catalog(ROOT / "environments", KNOWN_IMAGES).get("triton_cumsum")
+    settings = Settings(config_dir=tmp_path / "config", sessions_dir=tmp_path / "sessions")
+    doc = Doctor(settings, env, "gpu")
+    doc._anchors_gpu(["NVIDIA H200"])
+    doc._anchors_gpu(["NVIDIA H100 80GB HBM3"])
+    (h200, h100) = [f for f in doc.findings if f.check == "anchors' GPU"]
+    assert h200.status == "warn" and "H100" in h200.detail and "H200" in h200.detail
+    assert h200.fix == "rebench-tui calibrate triton_cumsum --profile gpu"
+    assert h100.status == "ok"
