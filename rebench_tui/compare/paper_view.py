@@ -102,6 +102,7 @@ def draw(ax, c: Comparison, rows: list[PaperRow], colors) -> None:
     if hum:
         ax.plot([x for x, _ in hum], [y for _, y in hum], marker="s", color="black", label="humans at that working time")
     ax.axhline(1.0, color="0.4", linestyle="--", linewidth=0.8)
+    ax.set_xlim(0, max(budgets) / HOUR * 1.15)
     ax.set_xlabel("time budget (hours)")
     ax.set_ylabel("mean normalized score")
     ax.set_title(f"score@k by time budget — {c.rule_words}", fontsize=9.5)

@@ -125,7 +125,22 @@ def write_csv(c: Comparison, out_dir: Path) -> list[Path]:
         _write(out_dir / "summary.csv", SUMMARY_COLUMNS, summary_csv_rows(c)),
         _write(out_dir / "runs.csv", RUNS_COLUMNS, run_rows(c, left_out=True)),
         _write(out_dir / "anchors.csv", ANCHORS_COLUMNS, anchors_csv_rows(c)),
-    ]
+    ] + _by_budget_csv(c, out_dir)
+
+
+def _by_budget_csv(c: Comparison, out_dir: Path) -> list[Path]:
+    """``by_budget.csv``, the paper's view, where runs carry their budget (METR's published runs):
+    every row names the agent runs it counts, so each number traces to its rows (runs.csv)."""
+    from .paper_view import paper_rows
+
+    rows = paper_rows(c)
+    if not rows:
+        return []
+    cols = ["budget_s", "model", "runs", "envs", "k", "agents_score_at_1", "agents_score_at_k", "humans", "human_envs",
+            "humans_score_at_1", "humans_score_at_k", "rule", "run_ids"]
+    return [_write(out_dir / "by_budget.csv", cols,
+                   [[p.budget_s, p.model, p.n_runs, ";".join(p.envs), p.k, p.agent_at_1, p.agent_at_k, p.n_humans,
+                     ";".join(p.human_envs), p.human_at_1, p.human_at_k, c.rule, ";".join(p.run_ids)] for p in rows])]
 
 
 # -- PNG --------------------------------------------------------------------------------------

@@ -205,6 +205,12 @@ def test_compare_command_on_a_folder_with_the_published_file(published, human_on
     assert "METR's published anchors" in res.output and "the paper's view" in res.output
     assert (tmp_path / "rep" / "compare.png").stat().st_size > 0
     assert "By time budget" in (tmp_path / "rep" / "compare.html").read_text()
+    import csv
+
+    with open(tmp_path / "rep" / "by_budget.csv", newline="") as fh:
+        rows = {r["model"]: r for r in csv.DictReader(fh)}
+    assert rows[OPUS]["run_ids"] == "mp4-server_205615;mp4-server_205664" and rows[OPUS]["rule"] == "paper"
+    assert float(rows[SONNET]["humans_score_at_1"]) == pytest.approx(0.1 / 0.13)
 
 
 # -- the GPU under the anchors ------------------------------------------------------------------------
