@@ -22,6 +22,22 @@ HARNESS = ("harness: METR's agents ran in METR's own scaffolds (the published ro
            "scaffold); human sessions ran in this workstation; the paper compared both under its own harness")
 
 
+def differences(r: Run, own, published, hardware: str) -> str | None:
+    """One line: how a renormalized run's setting differs from METR's (GPU under its own anchors,
+    profile, the paper's settings it was not made in); None where nothing is known to differ."""
+    profile = r.env.origin.split(":", 1)[1] if r.env.origin.startswith("session:") else None
+    bits = []
+    if r.human:
+        gpu = anchors_gpu(own)
+        bits.append(f"GPU: its own anchors were measured on {gpu or 'a GPU they do not name'}, METR's on {hardware}"
+                    + ("" if gpu in (None, anchors_gpu(published)) else " (a timed score moves with the GPU)"))
+    if profile and profile != "gpu":
+        bits.append(f"profile {profile} (not the gpu profile: a small stand-in, its raw scores are not the paper's)")
+    if r.setting_differs:
+        bits.append("differs from the paper's setting in " + ", ".join(r.setting_differs))
+    return f"{r.run_id} ({r.env_id}): " + "; ".join(bits) if bits else None
+
+
 def onto_published(runs: Sequence[Run], resolver: EnvResolver) -> tuple[list[Run], list[str]]:
     """``runs`` with every run of a published environment on METR's published anchors, when any
     of them is a published run and no ``--anchors`` choice was made; and the lines to print
@@ -54,18 +70,9 @@ def onto_published(runs: Sequence[Run], resolver: EnvResolver) -> tuple[list[Run
             f"renormalized onto METR's published anchors from its own ({own.tag} {own.start:g} → {own.reference:g})",)))
         moved.append(f"{r.run_id} ({r.env_id}, {r.group}): from its own anchors {own.tag} {own.start:g} → "
                      f"{own.reference:g} onto {a.start:g} → {a.reference:g}")
-        profile = r.env.origin.split(":", 1)[1] if r.env.origin.startswith("session:") else None
-        bits = []
-        if r.human:
-            gpu = anchors_gpu(own)
-            bits.append(f"GPU: its own anchors were measured on {gpu or 'a GPU they do not name'}, METR's on "
-                        f"{pub.hardware}" + ("" if gpu in (None, anchors_gpu(a)) else " (a timed score moves with the GPU)"))
-        if profile and profile != "gpu":
-            bits.append(f"profile {profile} (not the gpu profile: a small stand-in, its raw scores are not the paper's)")
-        if r.setting_differs:
-            bits.append("differs from the paper's setting in " + ", ".join(r.setting_differs))
-        if bits:
-            differ.append(f"{r.run_id} ({r.env_id}): " + "; ".join(bits))
+        d = differences(r, own, a, pub.hardware)
+        if d:
+            differ.append(d)
     lines = ["scale: every run of a METR environment on METR's published anchors: " + "; ".join(envs_seen.values())]
     if moved:
         lines.append(f"renormalized from their raw scores ({len(moved)}): " + " | ".join(moved))
