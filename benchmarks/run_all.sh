@@ -17,5 +17,6 @@ cd "$root"
   "$py" benchmarks/bench_score.py --runs 3 -n 8
   "$py" benchmarks/bench_start.py --runs 5
   "$py" benchmarks/bench_export.py --runs 3
+  "$py" benchmarks/bench_published_runs.py --runs 5
 } 2>&1 | tee "$out"
 echo "kept in $out"

@@ -427,6 +427,7 @@ def start(env_id: str, profile: str | None, time_limit: float | None, runtime_ki
     if standins and env.profile(choice.profile).standins is None:
         raise RebenchError(f"the {choice.profile} profile of {env_id} has no stand-ins", kept="nothing was started",
                            fix="leave out --stand-ins (only profiles that reach an outside service have them)")
+    _say_anchors_gpu(env, choice, settings)
     secret_values = workstation.resolve_secrets(env, choice.profile, settings, required=not standins)  # before anything starts
     with _steps(f"starting {env.id}") as step:  # image build and assets, on a first start: minutes
         session = Session.create(env, choice.profile, choice.runtime, settings.sessions, time_limit_s=limit,
@@ -438,6 +439,24 @@ def start(env_id: str, profile: str | None, time_limit: float | None, runtime_ki
 
         bind(session, study_url, participant_id)
     _run_app(session, keymap)
+
+
+def _say_anchors_gpu(env, choice, settings: Settings) -> None:
+    """Before a GPU session starts: a note where the host's GPUs are not the model the profile's
+    anchors were measured on, offering `calibrate` (the listing runs a small container; a host
+    that cannot list its GPUs is left to the session's own checks)."""
+    from .catalog.anchors import gpu_differs
+
+    if not env.profile(choice.profile).gpus or not hasattr(choice.runtime, "gpu_inventory"):
+        return
+    anchors, _problem = _anchors_here(env, choice.profile, settings)
+    try:
+        names = [g.name for g in choice.runtime.gpu_inventory()]
+    except Exception:  # noqa: BLE001 - only a note; starting finds any real GPU problem itself
+        return
+    line = gpu_differs(anchors, names, env.id, choice.profile) if anchors is not None else None
+    if line:
+        err.print(f"[yellow]note:[/yellow] {escape(line)}", highlight=False)
 
 
 def _check_study(url: str, participant: str | None, settings: Settings) -> None:
@@ -1040,6 +1059,7 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     _say_gathered(got)
     result = run_compare(got.runs, budgets=list(budgets), k_max=k_max, n_boot=n_boot,
                          seed=seed, level=level, rule=rule)
+    result.beside = list(got.beside)
     for w in result.warnings:  # runs on different scales averaged together: said before anything else
         err.print(f"[bold yellow]warning:[/bold yellow] {escape(w)}", highlight=False)
     if out_dir is not None and not (png or html or csv_):

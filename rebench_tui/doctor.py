@@ -178,6 +178,7 @@ class Doctor:
                                       else f"no GPU visible to containers{listing}"),
                      (f"run on a GPU host (`--host ssh://user@gpu-host`), or use `--profile smoke`" if need else None))
             return
+        self._anchors_gpu([g.name for g in gpus])
         free = [g for g in gpus if g.free]
         desc = ", ".join(f"{g.index}: {g.name} {g.memory_total / GIB:.0f} GiB ({'free' if g.free else g.busy_reason})" for g in gpus)
         if len(free) >= need:
@@ -187,6 +188,26 @@ class Doctor:
                      "wait for other sessions to finish (`rebench-tui sessions --status active`), or use another host"
                      + (f"; or rehearse on {len(free)} with `rebench-tui start {self.env.id} --gpus {len(free)}` "
                         "(recorded as a difference from the paper's setting)" if free and self.env else ""))
+
+    def _anchors_gpu(self, names: list[str]) -> None:
+        """Whether this host's GPUs are the model the profile's anchors were measured on."""
+        if self.env is None or self.profile is None or not self.profile.gpus:
+            return
+        from .catalog.anchors import AnchorsError, anchors_gpu, anchors_in_effect, gpu_differs
+
+        try:
+            anchors = anchors_in_effect(self.env, self.profile.name, self.settings.config_dir)
+        except AnchorsError as exc:
+            self.add("anchors' GPU", "warn", exc.what, exc.fix)
+            return
+        line = gpu_differs(anchors, names, self.env.id, self.profile.name)
+        if line is None:
+            under = anchors_gpu(anchors)
+            self.add("anchors' GPU", "ok", f"anchors measured on {under}, the model of this host's GPUs" if under
+                     else "the anchors name no GPU model to check against")
+        else:
+            self.add("anchors' GPU", "warn", line.split(". `")[0],
+                     f"rebench-tui calibrate {self.env.id} --profile {self.profile.name}")
 
     def _cpu_memory(self, rt: DockerRuntime) -> None:
         info = rt.client.info() or {}

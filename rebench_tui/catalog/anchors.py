@@ -110,6 +110,42 @@ class Anchors:
                    "recorded before sessions kept where their anchors came from")
 
 
+# -- the GPU under the anchors ---------------------------------------------------------------
+# GPU models as their names appear in nvidia-smi, manifests' measured notes and published hardware.
+GPU_NAME = re.compile(r"\b(GB200|B200|H200|H100|A100|A10G?|L40S?|L4|V100|T4|RTX ?\d{4})\b")
+
+
+def gpu_model(text: str) -> str | None:
+    """The GPU model a text names first ("NVIDIA H100 80GB HBM3" -> "H100"), None if it names none."""
+    m = GPU_NAME.search(text or "")
+    return m.group(1).replace(" ", "") if m else None
+
+
+def anchors_gpu(anchors: Anchors) -> str | None:
+    """The GPU model the anchors were measured on, as far as their provenance says: a calibration's
+    first GPU, else the first GPU its note, hardware or published source names; None where it names none."""
+    p = anchors.provenance or {}
+    gpus = p.get("gpus")
+    if isinstance(gpus, list) and gpus:
+        first = gpus[0]
+        return gpu_model(str(first.get("name", "")) if isinstance(first, dict) else str(first))
+    return gpu_model(" ".join(str(p.get(k) or "") for k in ("measured", "hardware", "hardware_family")))
+
+
+def gpu_differs(anchors: Anchors, gpu_names: list[str], env_id: str, profile: str) -> str | None:
+    """One line where the GPUs a session would run on are not the model its anchors were measured
+    on (a timed score moves with the GPU, and every normalized score with it), offering to
+    calibrate; None where they match, or where either side names no model."""
+    under = anchors_gpu(anchors)
+    here = sorted({m for m in (gpu_model(n) for n in gpu_names) if m})
+    if under is None or not here or here == [under]:
+        return None
+    return (f"{env_id} ({profile}) is normalized by anchors measured on an {under}, but this host's GPUs are "
+            f"{', '.join(here)}: a timed score differs from GPU to GPU, so normalized scores here are not on that "
+            f"scale. `rebench-tui calibrate {env_id} --profile {profile}` measures this host's anchors "
+            "(the start and reference solutions through the real scorer, a few minutes)")
+
+
 # -- published figures ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PublishedEnv:

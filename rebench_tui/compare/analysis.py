@@ -328,6 +328,9 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     rule: str = PAPER  # the one rule every run is counted by (RULES)
     left_out: list[Run] = field(default_factory=list)  # runs the rule cannot count (robust: no fingerprints)
+    # Lines shown beside the tables (the scale and the settings' differences: compare.scale),
+    # set by whoever gathered the runs.
+    beside: list[str] = field(default_factory=list)
 
     @property
     def rule_words(self) -> str:

@@ -15,6 +15,7 @@ from ..clock import parse_duration
 from .analysis import Comparison
 from .imports import Loaded, filter_runs, load_sources, read_human_session, read_sessions_dir
 from .runs import CompareError, EnvResolver, Run
+from .scale import onto_published
 from .who import HumanFilter
 
 NO_BUDGET = ("none", "all", "0")
@@ -51,6 +52,9 @@ class Gathered:
     runs: list[Run] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Lines printed beside the table, not only on stderr: the one scale published runs put every
+    # run on, and how the settings differ (compare.scale).
+    beside: list[str] = field(default_factory=list)
 
 
 def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path, humans_dirs: Sequence[Path] = (),
@@ -64,7 +68,7 @@ def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path,
         if not folder.is_dir():
             raise CompareError(f"--humans {folder}: no such folder")
         _add_sessions(loaded, folder, resolver)
-    out = Gathered(warnings=list(loaded.warnings))
+    out = Gathered(warnings=list(loaded.warnings), notes=list(loaded.notes))
     if not no_humans and not humans_dirs and not any(r.human for r in loaded.runs):
         before, warned = len(loaded.runs), len(loaded.warnings)
         _add_sessions(loaded, sessions_dir, resolver)
@@ -88,6 +92,8 @@ def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path,
                          "(`rebench-tui list -v` says how; --paper-setting-only leaves such runs out)" for r in off]
     for r in out.runs:
         out.notes += [f"{r.run_id}: {n}" for n in r.notes if n.startswith("profile")]
+    out.runs, out.beside = onto_published(out.runs, resolver)
+    out.beside = [n for n in out.notes if "METR's published results" in n or "fatal error" in n] + out.beside
     out.warnings += resolver.warnings
     if not out.runs:
         raise CompareError("no runs to compare" + (" after --env/--finished-only/--paper-setting-only" if loaded.runs else ""),

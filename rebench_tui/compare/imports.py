@@ -510,6 +510,7 @@ def read_file(path: Path, resolver: EnvResolver, *, task: str | None = None, lab
 class Loaded:
     runs: list[Run] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what a source left out on purpose (METR's other suites)
 
     def add(self, runs: Iterable[Run]) -> None:
         seen = {(r.kind, r.source, r.run_id) for r in self.runs}
@@ -548,7 +549,18 @@ def load_sources(sources: Sequence[str | Path], resolver: EnvResolver, *, sessio
     or folders of any of these. Named sources must read; scanned ones may be skipped (warned)."""
     from ..workstation import find_session
 
+    from .published_runs import is_published_file, read_published
+
     loaded = Loaded()
+
+    def read_one(f: Path) -> None:
+        if is_published_file(f):
+            got = read_published(f, resolver)
+            loaded.add(got.runs)
+            loaded.notes += got.notes
+        else:
+            loaded.add(read_path(f, resolver, task=task, label=label))
+
     for src in sources:
         path = Path(src)
         if not path.exists():
@@ -562,11 +574,11 @@ def load_sources(sources: Sequence[str | Path], resolver: EnvResolver, *, sessio
                 loaded.warnings.append(f"{path}: no sessions or run files found")
             for f in files:
                 try:
-                    loaded.add(read_path(f, resolver, task=task, label=label))
+                    read_one(f)
                 except CompareError as exc:
                     loaded.warnings.append(f"skipped {f}: {exc.what}")
         else:
-            loaded.add(read_path(path, resolver, task=task, label=label))
+            read_one(path)
     return loaded
 
 

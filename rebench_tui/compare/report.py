@@ -125,13 +125,30 @@ def write_csv(c: Comparison, out_dir: Path) -> list[Path]:
         _write(out_dir / "summary.csv", SUMMARY_COLUMNS, summary_csv_rows(c)),
         _write(out_dir / "runs.csv", RUNS_COLUMNS, run_rows(c, left_out=True)),
         _write(out_dir / "anchors.csv", ANCHORS_COLUMNS, anchors_csv_rows(c)),
-    ]
+    ] + _by_budget_csv(c, out_dir)
+
+
+def _by_budget_csv(c: Comparison, out_dir: Path) -> list[Path]:
+    """``by_budget.csv``, the paper's view, where runs carry their budget (METR's published runs):
+    every row names the agent runs it counts, so each number traces to its rows (runs.csv)."""
+    from .paper_view import paper_rows
+
+    rows = paper_rows(c)
+    if not rows:
+        return []
+    cols = ["budget_s", "model", "runs", "envs", "k", "agents_score_at_1", "agents_score_at_k", "humans", "human_envs",
+            "humans_score_at_1", "humans_score_at_k", "rule", "run_ids"]
+    return [_write(out_dir / "by_budget.csv", cols,
+                   [[p.budget_s, p.model, p.n_runs, ";".join(p.envs), p.k, p.agent_at_1, p.agent_at_k, p.n_humans,
+                     ";".join(p.human_envs), p.human_at_1, p.human_at_k, c.rule, ";".join(p.run_ids)] for p in rows])]
 
 
 # -- PNG --------------------------------------------------------------------------------------
 def panels(c: Comparison) -> list[str]:
     """What the figure shows, in order: each environment, ALL (if several), then score@k ("k")."""
-    return list(c.envs) + ([ALL] if len(c.envs) > 1 else []) + ["k"]
+    from .paper_view import paper_rows
+
+    return list(c.envs) + ([ALL] if len(c.envs) > 1 else []) + ["k"] + (["paper"] if paper_rows(c) else [])
 
 
 def grid_shape(n_panels: int) -> tuple[int, int]:
@@ -245,6 +262,10 @@ def render_png(c: Comparison) -> bytes:
         ax = axes[i // cols][i % cols]
         if p == "k":
             _k_panel(ax, c)
+        elif p == "paper":
+            from .paper_view import draw, paper_rows
+
+            draw(ax, c, paper_rows(c), lambda g: _color(c, g))
         else:
             _env_panel(ax, c, p)
     for j in range(len(ps), rows * cols):
@@ -297,6 +318,14 @@ def render_html(c: Comparison, png: bytes | None = None, warnings: Sequence[str]
     warnings = list(warnings) + list(c.warnings)
     if warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li class='warn'>{html.escape(w)}</li>" for w in warnings) + "</ul>")
+    if c.beside:
+        parts.append("<h2>Scale and setting</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in c.beside) + "</ul>")
+    from . import paper_view
+
+    prows = paper_view.paper_rows(c)
+    if prows:
+        parts.append(f"<h2>By time budget</h2><p>{html.escape(paper_view.title(c))}</p>"
+                     + _table(paper_view.COLUMNS, paper_view.table_rows(prows)))
     acols, arows = anchors_rows(c)
     parts.append("<h2>Anchors</h2><p>What each group's runs were normalized between: each run by the anchors of the "
                  "setting it was scored in (a session's recorded ones, a log's own, else METR's published ones), unless "

@@ -54,6 +54,7 @@ class SourceKind(StrEnum):
     HUMAN_SESSION = "human session"
     INSPECT = "inspect log"
     VIVARIA = "vivaria json"
+    PUBLISHED = "METR published run"
 
 
 HUMAN_LABEL = "human"
@@ -307,6 +308,11 @@ class Run:
     ai_tools: str | None = None
     # The rule the run is counted by in a comparison (PAPER or ROBUST): one for every run of it.
     counted_by: str = "paper"
+    # The time budget the run was given (seconds), where its source says (METR's published runs:
+    # ``time_limit``); its wall-clock start and end (ms since the epoch), where known.
+    budget_s: float | None = None
+    started_ms: int | None = None
+    ended_ms: int | None = None
 
     @property
     def env_id(self) -> str:

@@ -218,6 +218,26 @@ def anchors_table(c: Comparison) -> Table:
     return t
 
 
+def paper_table(c: Comparison) -> Table | None:
+    """The paper's view (:mod:`.paper_view`), None when no run carries a time budget."""
+    from . import paper_view
+
+    rows = paper_view.paper_rows(c)
+    if not rows:
+        return None
+    t = Table(title=paper_view.title(c), title_justify="left")
+    for i, col in enumerate(paper_view.COLUMNS):
+        t.add_column(col, justify="left" if i in (0, 1, 3, 6) else "right")
+    for row in paper_view.table_rows(rows):
+        t.add_row(*row)
+    return t
+
+
+def beside_lines(c: Comparison) -> list[str]:
+    """The lines printed beside the tables: the scale every run is on, and the settings' differences."""
+    return list(c.beside)
+
+
 def print_report(console: Any, c: Comparison, *, width: int | None = None, chart: bool = True) -> None:
     """The whole terminal view: chart over all environments, then one table per environment."""
     if chart:
@@ -229,10 +249,15 @@ def print_report(console: Any, c: Comparison, *, width: int | None = None, chart
         console.print(summary_table(c, env))
     if len(c.envs) > 1:
         console.print(summary_table(c, ALL))
+    from rich.markup import escape
+
+    for line in beside_lines(c):
+        console.print(f"[bold]beside the table:[/bold] {escape(line)}", highlight=False)
+    paper = paper_table(c)
+    if paper is not None:
+        console.print(paper)
     console.print(score_at_k_table(c))
     console.print(rules_table(c))
     console.print(anchors_table(c))
-    from rich.markup import escape
-
     for w in c.warnings:
         console.print(f"[bold yellow]warning:[/bold yellow] {escape(w)}", highlight=False)
