@@ -82,16 +82,16 @@ async def test_a_failure_outside_our_errors_leaves_a_usable_screen(session_for, 
     import errno
 
     s = session_for()
-    real = s.scorer.attempt_info
+    real = s.scorer._started  # the scoring's start row: written after the snapshot, before the scorer
     calls = []
 
-    def full_disk_once():
+    def full_disk_once(*args, **kwargs):
         calls.append(1)
         if len(calls) == 1:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real()
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(s.scorer, "attempt_info", full_disk_once)
+    monkeypatch.setattr(s.scorer, "_started", full_disk_once)
     app = RebenchApp(s, watch_files=False)
     notes = []
     async with app.run_test(size=SIZE) as pilot:
@@ -369,7 +369,7 @@ async def test_rescores_of_unchanged_files_count_with_their_median(session_for, 
     fps = [r.fingerprint for r in s.history]
     assert fps[0] == fps[1] == fps[2] != fps[3] and len(fps[0]) == 64
     sources = {r.details["attempt"]["source"] for r in s.history}
-    assert sources == {"file recorder" if watch else "workspace scan"}
+    assert sources == {"snapshot"}  # what was scored is the snapshot, whether the recorder watched or not
     assert all(r.n_files == s.history[0].n_files for r in s.history) and s.history[0].n_files >= 2
     rows = [r for r in read_entries(s.folder / "audit.jsonl") if r["content"]["type"] == "intermediateScore"]
     assert [r["content"]["details"]["attempt"]["fingerprint"] for r in rows] == fps

@@ -99,14 +99,14 @@ def test_farming_with_edits_gains_nothing_once_the_finish_recounts(toy_session, 
         report = verify(s.folder)
         assert report.ok, [str(f) for f in report.findings if not f.ok]
     # the farmed session's recount scored the files of its leading attempt (the 2nd edit, which
-    # drew 1.0), and the home holds the participant's last files again
+    # drew 1.0), and the home held the participant's last files throughout
     assert {r.message["notes"] for r in farmed.core.history if r.recount} == {"# comment\n" * 2}
     assert notes.read_text() == "# comment\n" * 6
     rec = SessionRecords.load(farmed.folder)
     assert rec.paper_score == 0.5 and rec.counting.score == 2.0 and rec.counting.recount
     rows = [r["content"] for r in read_entries(farmed.folder / "audit.jsonl") if r["content"]["type"] == "log"]
     started = [c["content"][1] for c in rows if c["content"][1].get("event") == "recount_started"]
-    assert started[0]["attempt"] == 2 and started[0]["home_restored"] is True
+    assert started[0]["attempt"] == 2 and "home_restored" not in started[0]  # scored from its snapshot: the home untouched
 
 
 def test_the_recount_puts_the_leading_attempts_files_back_then_the_final_ones(toy_session, env_copy, tmp_path):
@@ -237,6 +237,7 @@ def test_the_participant_and_conditions_reach_every_record(toy_session, env_copy
 
 
 def test_a_recount_cut_short_by_a_crash_puts_the_final_files_back_on_reopening(toy_session, env_copy, fake_clock):
+    """Sessions from before scoring rooms recounted in the home; one cut short is still put right."""
     from rebench_tui.catalog import load_catalog
     from rebench_tui.runtime.local import LocalRuntime
     from rebench_tui.session import Session
@@ -251,7 +252,8 @@ def test_a_recount_cut_short_by_a_crash_puts_the_final_files_back_on_reopening(t
     for text in ("first\n", "last\n"):
         notes.write_text(text)
         fps.append(s.score().fingerprint)
-    # what a recount does before the app dies: the marker, then the first attempt's files in the home
+        assert s.scorer.snapshots.keep(fps[-1])  # the copies a session from before scoring rooms kept
+    # what such a session's recount did before the app died: the marker, then the first attempt's files in the home
     (s.folder / ".state" / RECOUNT_STATE).write_text(json.dumps({"final": fps[1]}))
     s.scorer.snapshots.place(fps[0])
     assert notes.read_text() == "first\n"

@@ -449,15 +449,15 @@ def test_rebench_tui_score_after_the_deadline_is_refused(make_session, monkeypat
 @pytest.mark.parametrize("how", ["submit", "time_limit"])
 def test_a_final_scoring_that_fails_still_finishes_the_session(make_session, fake_clock, monkeypatch, how):
     """Finishing is the core's rule, not the screen's: the last scoring failing (here a full disk while
-    fingerprinting the files) still leaves a finished session, and the error reaches the caller."""
+    writing its start row) still leaves a finished session, and the error reaches the caller."""
     import errno
 
     s = make_session(time_limit_s=600)
 
-    def full_disk():
+    def full_disk(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(s.scorer, "attempt_info", full_disk)
+    monkeypatch.setattr(s.scorer, "_started", full_disk)
     if how == "time_limit":
         fake_clock.advance(601)
     with pytest.raises(OSError):
