@@ -253,6 +253,26 @@ def test_forbidden_operation_is_rejected(name):
     assert expected in detail, f"{name}: reported {detail!r}"
 
 
+def _exp_from_allowed_operations(m, x):
+    """exp(x) for |x| <= 4 from + and * alone: exp(x / 256) by its Taylor series, squared eight times."""
+    y = x * (1 / 256)
+    e = 1 + y * (1 + y * (1 / 2 + y * (1 / 6 + y * (1 / 24 + y * (1 / 120)))))
+    for _ in range(8):
+        e = e * e
+    return e
+
+
+def test_an_approximation_of_a_forbidden_function_from_allowed_operations_is_allowed():
+    """The instructions' rule: what is checked is the operations, not what they compute. An exp
+    built from + and * passes the operation check and runs, as close to exp as it gets."""
+    x = torch.linspace(-4, 4, 64).reshape(8, 8)
+    kind, out = through_scorer(Fn(_exp_from_allowed_operations), x)
+    assert kind == "ok", out
+    assert torch.allclose(out.cpu(), torch.exp(x), rtol=1e-4)  # float32 rounding through eight squarings
+    assert "allowed operations" in (ENV / "instructions.md").read_text() and "is allowed, however close" in \
+        (ENV / "instructions.md").read_text()
+
+
 def _index_assign(m, x):
     y = x.clone()
     y[:, 0] = 0.0
