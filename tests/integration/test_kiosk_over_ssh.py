@@ -52,7 +52,7 @@ def kiosk(sshd, settings, tmp_path, docker_client):  # noqa: F811
     key = (sshd.home / ".ssh" / "id_ed25519.pub").read_text().strip()
     (sshd.root / "authorized_keys").write_text(f'restrict,pty,command="{forced}" {key}\n')
     yield sessions
-    for folder in sessions.iterdir():
+    for folder in sessions.glob("toy_*"):
         for c in docker_client.containers.list(all=True, filters={"label": f"{LABEL_SESSION}={folder.name}"}):
             c.remove(force=True)
         for v in docker_client.volumes.list(filters={"label": f"{LABEL_SESSION}={folder.name}"}):
@@ -101,7 +101,7 @@ def test_a_participant_gets_their_session_over_ssh_and_nothing_else(kiosk, sshd)
     app = login(sshd, "start", "toy_score")  # the first login: a new session in a container
     try:
         assert app.until(lambda s: b"Pause/resume" in s, 180), bytes(app.screen[-3000:])
-        (folder,) = sessions.iterdir()
+        (folder,) = sessions.glob("toy_score-*")
         meta = json.loads((folder / "session.json").read_text())
         assert meta["participant"]["id"] == "ada" and meta["runtime"] == "docker" and meta["isolated"]
         app.press(b"t")  # the shell key: a shell inside the container, as the participant's user
