@@ -26,7 +26,7 @@ from rebench_tui.runtime.base import LABEL_SESSION
 from rebench_tui.trajectory.audit import read_entries
 from rebench_tui.trajectory.entries import log_event
 from tests.conftest import FIXTURE_ENVS, ROOT
-from tests.sshd import free_port, sshd  # noqa: F401 - fixture
+from tests.sshd import _children, free_port, sshd  # noqa: F401 - fixture
 from tests.tui.test_study_start import Terminal
 
 pytestmark = pytest.mark.docker
@@ -92,6 +92,16 @@ def until_event(folder, name: str, timeout_s: float = 60.0) -> bool:
     return False
 
 
+def until_gone(sshd, timeout_s: float = 60.0) -> bool:  # noqa: F811
+    """Whether every process of the server's logins (the kiosk, the screen, its docker CLI) ends."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if not _children(sshd.proc.pid):
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def test_a_participant_gets_their_session_over_ssh_and_nothing_else(kiosk, sshd):  # noqa: F811
     sessions = kiosk
     r = ssh(sshd, "ls", "/")  # an arbitrary command: one line, nothing run
@@ -112,12 +122,10 @@ def test_a_participant_gets_their_session_over_ssh_and_nothing_else(kiosk, sshd)
         assert until_event(folder, "shell_close"), events(folder)
         app.press(b"s")
         assert until_event(folder, "intermediateScore"), events(folder)
-        quit_app(app)
-        app = None
-    finally:
-        if app is not None:
-            os.kill(app.pid, 9)
-            os.waitpid(app.pid, 0)
+    finally:  # the participant's connection drops (their laptop goes to sleep)
+        os.kill(app.pid, 9)
+        os.waitpid(app.pid, 0)
+    assert until_gone(sshd), "the kiosk outlived its connection"
     scored = [r["content"] for r in read_entries(folder / "audit.jsonl") if r["content"]["type"] == "intermediateScore"]
     assert scored[-1]["score"] == 3
 
