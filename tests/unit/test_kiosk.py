@@ -86,16 +86,15 @@ def test_the_kiosk_file(tmp_path):
     path = tmp_path / "kiosk.toml"
     path.write_text('sessions_dir = "/srv/s"\nstudy = "https://c:8765"\ntime_limit = "90m"\n'
                     '[participants.ada]\nenvironments = ["toy_score"]\n'
-                    '[participants.bob]\nenvironments = ["toy_assets"]\ntoken_file = "/etc/t/bob"\n')
+                    '[participants.bob]\nenvironments = ["toy_assets"]\n')
     policy = load_policy(path)
     assert policy.time_limit_s == 5400 and str(policy.sessions_dir) == "/srv/s" and policy.study == "https://c:8765"
     assert policy.place("ada").environments == ("toy_score",)
-    assert policy.token_file(policy.place("ada"), tmp_path) == tmp_path / "study-tokens" / "ada"
-    assert str(policy.token_file(policy.place("bob"), tmp_path)) == "/etc/t/bob"
     with pytest.raises(RebenchError, match="participant 'eve' has no place"):
         policy.place("eve")
     for text, why in [("[participants.ada]\nenvironments = []\n", "must list at least one"),
                       ("runtime = 'local'\n[participants.ada]\nenvironments = ['x']\n", "unknown key.*runtime"),
+                      ("[participants.ada]\nenvironments = ['x']\ntoken_file = '/t'\n", "participants.ada: unknown key.*token_file"),
                       ("time_limit = 'soon'\n[participants.ada]\nenvironments = ['x']\n", "time_limit"),
                       ("study = 3\n", "study must be a string"), ("[x", "not usable"), ("", "no \\[participants")]:
         path.write_text(text)
@@ -127,3 +126,17 @@ def test_the_command_refuses_before_reading_anything(tmp_path):
     assert r.stderr.strip().splitlines() == [
         "error: this login only starts or resumes your own session, so 'cat /etc/shadow' was refused: use `ssh HOST` "
         "(your session), `ssh HOST start ENV` or `ssh HOST resume`"]
+
+
+def test_a_login_without_a_terminal_is_told_to_ask_for_one_before_anything_starts(tmp_path):
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "kiosk.toml").write_text(f'sessions_dir = "{tmp_path / "sessions"}"\n'
+                                       '[participants.ada]\nenvironments = ["toy_score"]\n')
+    r = subprocess.run([sys.executable, "-m", "rebench_tui.cli", "kiosk", "--participant", "ada"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "REBENCH_CONFIG_DIR": str(config),
+                            "SSH_ORIGINAL_COMMAND": "start toy_score"})
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == "error: your session needs a terminal: log in with `ssh -t HOST start toy_score`"
+    assert not (tmp_path / "sessions").exists()

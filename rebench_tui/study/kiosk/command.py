@@ -10,11 +10,13 @@ the local runtime's shell key would open a shell on the host.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import click
 
 from ...config import Settings
+from ...errors import UsageError
 from .identity import participant_id
 from .plan import decide
 from .policy import load_policy
@@ -38,9 +40,9 @@ def kiosk(ctx: click.Context, config_path: Path | None, participant: str | None)
     place = policy.place(who)
     sessions = policy.sessions_dir or settings.sessions
     plan = decide(request, place, own_sessions(sessions, who))
-    if policy.study is not None:  # this participant's token, whoever else shares the service account
-        os.environ.pop("REBENCH_STUDY_TOKEN", None)
-        os.environ["REBENCH_STUDY_TOKEN_FILE"] = str(policy.token_file(place, settings.config_dir))
+    if not sys.stdin.isatty():  # before a session is made that no screen could show
+        raise UsageError(f"your session needs a terminal: log in with `ssh -t HOST {plan.action}"
+                         + (f" {plan.target}`" if plan.action == "start" else "`"))
     group = ctx.find_root().command
     assert isinstance(group, click.Group)
     click.echo(f"kiosk: {who}, {plan.action} {plan.target}", err=True)

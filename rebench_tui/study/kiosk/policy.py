@@ -14,7 +14,10 @@ another's entry nor change their own. Example (TOML)::
 
     [participants.bob]
     environments = ["rust_codecontests"]
-    token_file = "/etc/rebench-tui/tokens/bob"   # default: study-tokens/<id> in the config folder
+
+With ``study``, each participant's collector token is given by their key's forced command
+(``REBENCH_STUDY_TOKEN_FILE``), as every setting is; the collector refuses a token that is not
+theirs before anything starts.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ...clock import parse_duration
 from ...errors import RebenchError
 
 _TOP = {"sessions_dir", "host", "profile", "time_limit", "study", "participants"}
-_ENTRY = {"environments", "token_file"}
+_ENTRY = {"environments"}
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,6 @@ class Place:
 
     participant: str
     environments: tuple[str, ...]
-    token_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,6 @@ class Policy:
             raise RebenchError(f"participant {participant!r} has no place in this study's kiosk",
                                fix="ask the study's researcher to add you")
         return found
-
-    def token_file(self, place: Place, config_dir: Path) -> Path:
-        return place.token_file or config_dir / "study-tokens" / place.participant
 
 
 def _bad(path: Path, what: str) -> RebenchError:
@@ -101,7 +100,4 @@ def _place(path: Path, pid: str, entry) -> Place:
     envs = entry.get("environments")
     if not isinstance(envs, list) or not envs or not all(isinstance(e, str) and e for e in envs):
         raise _bad(path, f"participants.{pid}.environments must list at least one environment id")
-    token = entry.get("token_file")
-    if token is not None and not isinstance(token, str):
-        raise _bad(path, f"participants.{pid}.token_file must be a string")
-    return Place(pid, tuple(envs), Path(token) if token else None)
+    return Place(pid, tuple(envs))
