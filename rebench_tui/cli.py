@@ -1099,9 +1099,11 @@ def _study_runs(url: str, resolver, settings: Settings) -> list:
 
 def _add_study_commands() -> None:
     from .study.commands import collector, study
+    from .study.kiosk.command import kiosk
 
     main.add_command(collector)
     main.add_command(study)
+    main.add_command(kiosk)
 
 
 _add_study_commands()
