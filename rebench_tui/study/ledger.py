@@ -94,11 +94,15 @@ class Ledger:
         return rows[0]["participant"] if rows else None
 
     def may_read(self, who: str, role: str, session_id: str) -> None:
+        """A participant is answered the same for another's session as for one that does not
+        exist (404, same words), so made-up ids tell nothing about who has which session."""
         owner = self.owner(session_id)
-        if owner is None:
-            raise Refused(404, f"no session {session_id} at this collector")
-        if role != "researcher" and owner != who:
-            raise Refused(403, f"session {session_id} is not {who}'s")
+        if role == "researcher":
+            if owner is None:
+                raise Refused(404, f"no session {session_id} at this collector")
+            return
+        if owner != who:
+            raise Refused(404, f"no session {session_id} of {who}'s at this collector")
 
     def head(self, session_id: str) -> dict[str, Any]:
         with self._lock:
