@@ -199,6 +199,13 @@ class Ledger:
         with self._lock:
             return list(self.db.query("SELECT * FROM sessions ORDER BY created_at"))
 
+    def start_line(self, session_id: str) -> str | None:
+        """The session's start row as witnessed (None: not witnessed whole, or not yet)."""
+        with self._lock:
+            rows = list(self.db.query("SELECT line FROM audit_rows WHERE session_id = ? AND event = ? ORDER BY n LIMIT 1",
+                                      [session_id, "session_started"]))
+        return rows[0]["line"] if rows else None
+
     def scorings(self, session_id: str) -> list[dict[str, Any]]:
         with self._lock:
             return list(self.db.query("SELECT * FROM scorings WHERE session_id = ? ORDER BY n", [session_id]))

@@ -4,17 +4,41 @@ row's age and the witness gaps."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from typing import Any, Callable
 
+from ..errors import RebenchError
 from ..scoring import Aggregation, counting_attempt
+from ..trajectory.rules import RulesError, chain_rules
 
 GAP_MS = 60_000  # a row that reached the collector this much later than usual was unwitnessed meanwhile
 
 
 def summarize(ledger, now: Callable[[], float] = time.time) -> list[dict[str, Any]]:
-    return [_one(ledger, s, now()) for s in ledger.sessions()]
+    """One line per session; a session whose record does not read (its start row's rules of the
+    wrong type, say) is a line with ``skipped`` saying why, and the others are still summarized."""
+    out = []
+    for s in ledger.sessions():
+        try:
+            _check_start(ledger, s)
+            out.append(_one(ledger, s, now()))
+        except (RebenchError, ValueError, TypeError, KeyError) as exc:
+            why = getattr(exc, "what", None) or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            out.append({"id": s["id"], "participant": s["participant"], "env_id": s["env_id"],
+                        "skipped": f"session {s['id']} left out: {why}"})
+    return out
+
+
+def _check_start(ledger, s: dict[str, Any]) -> None:
+    """The rules its start row states read (RulesError naming the field otherwise)."""
+    line = ledger.start_line(s["id"])
+    if line is not None:
+        chain_rules([json.loads(line)])
+    limit = s.get("time_limit_s")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))):
+        raise RulesError(f"its time limit {str(limit)[:40]!r} is not a number of seconds")
 
 
 def _one(ledger, s: dict[str, Any], now: float) -> dict[str, Any]:
