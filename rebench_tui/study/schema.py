@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS scorings (
     working_ms BIGINT,
     score DOUBLE PRECISION,
     fingerprint TEXT,
+    recount INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (session_id, n)
 );
 CREATE TABLE IF NOT EXISTS refusals (
@@ -66,3 +67,7 @@ def triggers() -> list[str]:
             out.append(f"CREATE TRIGGER IF NOT EXISTS {table}_no_{op.lower()} BEFORE {op} ON {table} "
                        f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END;")
     return out
+
+
+# Columns added since a study's database may have been made: (table, column, its SQL).
+ADDED = (("scorings", "recount", "INTEGER NOT NULL DEFAULT 0"),)

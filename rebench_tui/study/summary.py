@@ -10,7 +10,8 @@ import time
 from typing import Any, Callable
 
 from ..errors import RebenchError
-from ..scoring import Aggregation, counting_attempt
+from ..scoring import Aggregation, Direction, Rule
+from ..trajectory.entries import FINISH_EVENT
 from ..trajectory.rules import RulesError, chain_rules
 
 GAP_MS = 60_000  # a row that reached the collector this much later than usual was unwitnessed meanwhile
@@ -42,32 +43,45 @@ def _check_start(ledger, s: dict[str, Any]) -> None:
 
 
 def _one(ledger, s: dict[str, Any], now: float) -> dict[str, Any]:
-    rows = ledger.rows(s["id"])
-    working = [r["working_ms"] for r in rows if r["working_ms"] is not None]
-    # How late each row arrived, measured from the session's quickest row: the two machines' clocks
-    # need not agree, only tick at the same rate.
-    lags = [r["received_at"] - r["written_at"] for r in rows]
-    late = [lag - min(lags) for lag in lags if lag - min(lags) > GAP_MS]
-    finished = any(r["event"] == "session_finished" for r in rows)
+    """One session's line, in one pass over its rows' figures (no row text is read)."""
+    rows = ledger.figures(s["id"])
+    working = None
+    finished = False
+    lags = []
+    for r in rows:
+        if r["working_ms"] is not None:
+            working = r["working_ms"]
+        finished = finished or r["event"] == FINISH_EVENT
+        # How late each row reached the collector, by the collector's own clock, against the time
+        # the row itself records (calledAt: hash-chained, never decreasing). Measured from the
+        # session's quickest row: the two machines' clocks need not agree, only tick at one rate.
+        lags.append(r["received_at"] - r["called_at"])
+    quickest = min(lags) if lags else 0
+    late = [lag - quickest for lag in lags if lag - quickest > GAP_MS]
+    scorings = ledger.scorings(s["id"])
     return {
         "id": s["id"], "participant": s["participant"], "env_id": s["env_id"],
         "status": "finished" if finished else "live", "rows": len(rows),
-        "working_s": working[-1] / 1000 if working else 0.0, "time_limit_s": s["time_limit_s"],
-        "scorings": len(ledger.scorings(s["id"])), "counting": _counting(ledger, s),
+        "working_s": working / 1000 if working is not None else 0.0, "time_limit_s": s["time_limit_s"],
+        "scorings": len(scorings), "counting": _counting(ledger, s, scorings),
         "last_row_age_s": now - rows[-1]["received_at"] / 1000 if rows else None,
         "gaps": len(late), "longest_gap_s": max(late) / 1000 if late else 0.0,
     }
 
 
-def _counting(ledger, s: dict[str, Any]) -> float | str | None:
-    """The counting score by the environment's rule; "hidden" where the environment hides scores."""
+def _counting(ledger, s: dict[str, Any], scorings: list[dict[str, Any]]) -> float | str | None:
+    """The counting score by the session's rule, as the workstation counts it (re-scores of one
+    attempt by their median, a failed one against a timing attempt, a recount alone); "hidden"
+    where the environment hides scores."""
     if s["visibility"] == "hidden":
         return "hidden"
-    scorings = ledger.scorings(s["id"])
-    scores = [math.nan if r["score"] is None else r["score"] for r in scorings]
+    line = ledger.start_line(s["id"])
+    rules = chain_rules([json.loads(line)]) if line is not None else None
     try:
-        aggregation = Aggregation(s["aggregation"] or "min")
+        rule = rules.rule() if rules is not None else Rule(Aggregation(s["aggregation"] or "min"),
+                                                           Direction(s["direction"] or "lower"))
     except ValueError:
         return None
-    best = counting_attempt(scores, aggregation, [r["fingerprint"] for r in scorings])
-    return None if best is None else best.median
+    scores = [math.nan if r["score"] is None else r["score"] for r in scorings]
+    best = rule.attempt(scores, [r["fingerprint"] for r in scorings], [bool(r.get("recount")) for r in scorings])
+    return None if best is None else best.score

@@ -129,6 +129,21 @@ def _read(n: int, facts: dict[str, Any], into: dict[str, Any]) -> None:
         into["setting"] = flat["setting"]
 
 
+def check_rule_facts(facts: dict[str, Any], line: int) -> None:
+    """A start row's or a rules_changed row's rules read (RulesError naming the field otherwise)."""
+    got: dict[str, Any] = {}
+    if facts.get("event") == CHANGE_EVENT:
+        if not isinstance(facts.get("rules"), dict):
+            raise _bad(line, "rules", facts.get("rules"), "an object")
+        _read(line, facts["rules"], got)
+        return
+    _read(line, facts, got)
+    for key in ("direction", "aggregation"):
+        if key not in got:
+            raise RulesError(f"line {line} of the audit log (the start row) records no {key}",
+                             kept="every record, untouched", fix="`rebench-tui verify` checks the session")
+
+
 def chain_rules(rows: list[dict[str, Any]]) -> ChainRules | None:
     """The rules the rows record (None: no start row, a session recorded before it held them)."""
     got: dict[str, Any] = {}

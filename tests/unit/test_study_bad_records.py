@@ -37,13 +37,13 @@ def start_lines(run_id, facts):
 
 def plant(ledger, sid, who, lines, run_id):
     """Rows as a collector from before the start row's types were checked took them."""
-    from rebench_tui.study.ledger import parse_item
+    from rebench_tui.study.ledger import _fields
 
     with ledger.db.conn:
         ledger.db.execute("INSERT INTO sessions (id, participant, run_id, env_id, created_at) VALUES (?, ?, ?, ?, ?)",
                           [sid, who, run_id, "toy_score", 0])
         for n, line in enumerate(lines):
-            ledger._insert(sid, n, parse_item(line, n), 0)
+            ledger._insert(sid, n, _fields(json.loads(line), line, n), 0)
 
 
 def witnessed_good_session(study, toy_session):
