@@ -232,10 +232,23 @@ class Ledger:
     def sessions(self) -> list[dict[str, Any]]:
         return self._view("SELECT * FROM sessions ORDER BY created_at", [])
 
-    def figures(self, session_id: str) -> list[dict[str, Any]]:
-        """Each witnessed row's figures (no text), in order: what the study's view is made of."""
-        return self._view("SELECT n, called_at, working_ms, event, received_at FROM audit_rows "
-                          "WHERE session_id = ? ORDER BY n", [session_id])
+    def figures(self, gap_ms: int) -> dict[str, dict[str, Any]]:
+        """Each session's figures, computed by the database from the rows' stored numbers (no row
+        text; one pass over the rows, off the writers' lock): rows, finished, the last working
+        time and receive time, and the rows that arrived more than ``gap_ms`` later than the
+        session's quickest row (late: received_at - called_at, against its minimum)."""
+        rows = self._view(
+            "WITH q AS (SELECT session_id, min(received_at - called_at) AS quickest, count(*) AS rows, max(n) AS last_n, "
+            "  max(event = ?) AS finished FROM audit_rows GROUP BY session_id) "
+            "SELECT q.session_id, q.rows, q.finished, "
+            "  (SELECT received_at FROM audit_rows l WHERE l.session_id = q.session_id AND l.n = q.last_n) AS last_received, "
+            "  (SELECT working_ms FROM audit_rows w WHERE w.session_id = q.session_id AND w.working_ms IS NOT NULL "
+            "   ORDER BY w.n DESC LIMIT 1) AS working_ms, "
+            "  (SELECT count(*) FROM audit_rows g WHERE g.session_id = q.session_id "
+            "   AND g.received_at - g.called_at - q.quickest > ?) AS gaps, "
+            "  (SELECT max(g.received_at - g.called_at) - q.quickest FROM audit_rows g WHERE g.session_id = q.session_id) "
+            "   AS longest FROM q", [FINISH_EVENT, gap_ms])
+        return {r["session_id"]: r for r in rows}
 
     def start_line(self, session_id: str) -> str | None:
         """The session's start row as witnessed (None: not witnessed whole, or not yet)."""

@@ -20,11 +20,12 @@ GAP_MS = 60_000  # a row that reached the collector this much later than usual w
 def summarize(ledger, now: Callable[[], float] = time.time) -> list[dict[str, Any]]:
     """One line per session; a session whose record does not read (its start row's rules of the
     wrong type, say) is a line with ``skipped`` saying why, and the others are still summarized."""
+    figures = ledger.figures(GAP_MS)
     out = []
     for s in ledger.sessions():
         try:
             _check_start(ledger, s)
-            out.append(_one(ledger, s, now()))
+            out.append(_one(ledger, s, figures.get(s["id"]), now()))
         except (RebenchError, ValueError, TypeError, KeyError) as exc:
             why = getattr(exc, "what", None) or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             out.append({"id": s["id"], "participant": s["participant"], "env_id": s["env_id"],
@@ -42,30 +43,21 @@ def _check_start(ledger, s: dict[str, Any]) -> None:
         raise RulesError(f"its time limit {str(limit)[:40]!r} is not a number of seconds")
 
 
-def _one(ledger, s: dict[str, Any], now: float) -> dict[str, Any]:
-    """One session's line, in one pass over its rows' figures (no row text is read)."""
-    rows = ledger.figures(s["id"])
-    working = None
-    finished = False
-    lags = []
-    for r in rows:
-        if r["working_ms"] is not None:
-            working = r["working_ms"]
-        finished = finished or r["event"] == FINISH_EVENT
-        # How late each row reached the collector, by the collector's own clock, against the time
-        # the row itself records (calledAt: hash-chained, never decreasing). Measured from the
-        # session's quickest row: the two machines' clocks need not agree, only tick at one rate.
-        lags.append(r["received_at"] - r["called_at"])
-    quickest = min(lags) if lags else 0
-    late = [lag - quickest for lag in lags if lag - quickest > GAP_MS]
+def _one(ledger, s: dict[str, Any], f: dict[str, Any] | None, now: float) -> dict[str, Any]:
+    """One session's line from its stored figures (``Ledger.figures``). A gap: a row that reached
+    the collector, by the collector's own clock, more than GAP_MS later than the session's
+    quickest row did, both against the time each row records (calledAt: hash-chained, never
+    decreasing); the two machines' clocks need not agree, only tick at one rate."""
+    f = f or {"rows": 0, "finished": 0, "working_ms": None, "last_received": None, "gaps": 0, "longest": 0}
     scorings = ledger.scorings(s["id"])
+    longest = f["longest"] or 0
     return {
         "id": s["id"], "participant": s["participant"], "env_id": s["env_id"],
-        "status": "finished" if finished else "live", "rows": len(rows),
-        "working_s": working / 1000 if working is not None else 0.0, "time_limit_s": s["time_limit_s"],
+        "status": "finished" if f["finished"] else "live", "rows": f["rows"],
+        "working_s": f["working_ms"] / 1000 if f["working_ms"] is not None else 0.0, "time_limit_s": s["time_limit_s"],
         "scorings": len(scorings), "counting": _counting(ledger, s, scorings),
-        "last_row_age_s": now - rows[-1]["received_at"] / 1000 if rows else None,
-        "gaps": len(late), "longest_gap_s": max(late) / 1000 if late else 0.0,
+        "last_row_age_s": now - f["last_received"] / 1000 if f["last_received"] is not None else None,
+        "gaps": f["gaps"], "longest_gap_s": longest / 1000 if f["gaps"] else 0.0,
     }
 
 
