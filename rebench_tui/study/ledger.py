@@ -62,6 +62,7 @@ class Ledger:
         self._reader = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
         self._reader.row_factory = sqlite3.Row
         self._read_lock = threading.Lock()
+        self._older: dict[str, int | None] = {}  # finish lines found among the rows of older databases
 
     def close(self) -> None:
         with self._lock:
@@ -192,9 +193,15 @@ class Ledger:
         return (rows[0]["n"] + 1, rows[0]["hash"]) if rows else (0, genesis_hash(run_id))
 
     def _finish_line(self, session_id: str) -> int | None:
-        rows = list(self.db.query("SELECT n FROM audit_rows WHERE session_id = ? AND event = ? ORDER BY n LIMIT 1",
-                                  [session_id, FINISH_EVENT]))
-        return rows[0]["n"] + 1 if rows else None
+        """The line of the session's finish row (None: not finished)."""
+        row = self.db.conn.execute("SELECT finish_n FROM sessions WHERE id = ?", [session_id]).fetchone()
+        if row is not None and row[0] is not None:
+            return row[0] + 1
+        if session_id not in self._older:  # a database from before finish_n was kept: look once among the rows
+            found = self.db.conn.execute("SELECT n FROM audit_rows WHERE session_id = ? AND event = ? ORDER BY n "
+                                         "LIMIT 1", [session_id, FINISH_EVENT]).fetchone()
+            self._older[session_id] = None if found is None else found[0] + 1
+        return self._older[session_id]
 
     def _same_as_witnessed(self, session_id: str, n: int, row: dict[str, Any]) -> None:
         old = list(self.db.query("SELECT hash FROM audit_rows WHERE session_id = ? AND n = ?", [session_id, n]))
@@ -221,6 +228,8 @@ class Ledger:
                 "VALUES (?, ?, ?, ?, ?, ?, ?)", [session_id, n, row["called_at"], row["working_ms"],
                                                  float(score) if isinstance(score, (int, float)) else None, fp,
                                                  int(is_recount(details))])
+        if row["event"] == FINISH_EVENT:
+            self.db.conn.execute("UPDATE sessions SET finish_n = ? WHERE id = ? AND finish_n IS NULL", [n, session_id])
         started = _event_data(content, "session_started")
         if started is not None:
             score = started.get("score") or {}

@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     aggregation TEXT,
     visibility TEXT,
     time_limit_s DOUBLE PRECISION,
-    created_at BIGINT NOT NULL
+    created_at BIGINT NOT NULL,
+    finish_n INTEGER
 );
 CREATE TABLE IF NOT EXISTS audit_rows (
     session_id TEXT NOT NULL REFERENCES sessions(id),
@@ -70,4 +71,5 @@ def triggers() -> list[str]:
 
 
 # Columns added since a study's database may have been made: (table, column, its SQL).
-ADDED = (("scorings", "recount", "INTEGER NOT NULL DEFAULT 0"),)
+ADDED = (("scorings", "recount", "INTEGER NOT NULL DEFAULT 0"),
+         ("sessions", "finish_n", "INTEGER"))  # the finish row's n (None: not finished)
