@@ -112,6 +112,11 @@ def _read(n: int, facts: dict[str, Any], into: dict[str, Any]) -> None:
             if not isinstance(flat[key], str):
                 raise _bad(n, key, flat[key], "a name")
             into["env_id" if key == "env" else key] = flat[key]
+    _read_records(n, flat, into)
+
+
+def _read_records(n: int, flat: dict[str, Any], into: dict[str, Any]) -> None:
+    """The anchors and the setting a row states."""
     if "anchors" in flat:
         anchors = flat["anchors"]
         if anchors is not None:
