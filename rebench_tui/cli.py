@@ -1092,8 +1092,15 @@ def _study_runs(url: str, resolver, settings: Settings) -> list:
     from .study.attach import collector_for
 
     collector = collector_for(url, settings)
-    runs = [read_witnessed(s["id"], witnessed_rows([r["line"] for r in collector.rows(s["id"])]),
-                           f"{url} ({s['participant']})", resolver) for s in collector.study()]
+    runs = []
+    for s in collector.study():
+        try:  # one session whose record does not read is left out with a warning, never the study
+            runs.append(read_witnessed(s["id"], witnessed_rows([r["line"] for r in collector.rows(s["id"])]),
+                                       f"{url} ({s['participant']})", resolver))
+        except (RebenchError, ValueError, KeyError, TypeError) as exc:
+            why = getattr(exc, "what", None) or f"{type(exc).__name__}: {exc}"
+            words = f"session {s.get('id')} left out: {why}"
+            err.print(f"[yellow]warning:[/yellow] {escape(words)}", highlight=False)
     return [r for r in runs if r is not None]
 
 

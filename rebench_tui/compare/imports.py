@@ -153,6 +153,7 @@ def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run
     resolver's override, if it has one)."""
     from ..trajectory.audit import read_entries
     from ..trajectory.records import AUDIT, META, SessionMeta
+    from ..trajectory.rules import RulesError, restore_rules
 
     try:
         meta = SessionMeta.load(folder / META)
@@ -164,13 +165,22 @@ def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run
     except ValueError as exc:
         raise CompareError(f"{folder / 'audit.jsonl'} has a line that is not JSON: {exc}",
                            fix="`rebench-tui verify` finds the bad line") from exc
+    # The rules that decide the score (direction, rule, timing, anchors, working time) are the
+    # hash-chained start row's; session.json only repeats them (an edit there changes nothing here).
+    try:
+        restore_rules(meta, rows)
+    except RulesError as exc:
+        raise CompareError(f"{folder}: {exc.what}", fix="`rebench-tui verify` checks a session's records") from None
     try:
         anchors = Anchors.from_record(meta.anchors, fallback=(meta.start_score, meta.reference_score))
+        env = EnvInfo(meta.env_id, meta.task_id.split("/", 1)[0], Direction(meta.direction),
+                      Aggregation(meta.aggregation), anchors, meta.title, f"session:{meta.profile}", meta.timing)
     except AnchorsError as exc:
         raise CompareError(f"{folder / 'session.json'}: its anchors do not read: {exc.what}",
                            fix="`rebench-tui verify` checks a session's records") from None
-    env = EnvInfo(meta.env_id, meta.task_id.split("/", 1)[0], Direction(meta.direction), Aggregation(meta.aggregation),
-                  anchors, meta.title, f"session:{meta.profile}", meta.timing)
+    except ValueError as exc:
+        raise CompareError(f"{folder / 'session.json'}: its score rule does not read: {str(exc).splitlines()[0]}",
+                           fix="`rebench-tui verify` checks a session's records") from None
     if resolver is not None:
         env = resolver.apply(env, profile=meta.profile)
     scorings = trace_scorings(rows, meta.started_at, _pause_dicts(meta.pauses))

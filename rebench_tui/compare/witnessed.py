@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from ..catalog import Anchors, AnchorsError
 from ..scoring import Aggregation, Direction
+from ..trajectory.rules import chain_rules
 from .imports import trace_scorings
 from .runs import HUMAN_LABEL, EnvInfo, EnvResolver, Run, SourceKind, make_run, setting_differs
 
@@ -37,15 +38,17 @@ def read_witnessed(session_id: str, rows: Sequence[dict[str, Any]], source: str,
     started = _started(rows)
     if started is None:
         return None
-    score = started.get("score") or {}
+    rules = chain_rules(rows)  # a start row of the wrong types: a RulesError naming the field
+    assert rules is not None
     env_id, profile = str(started.get("env")), str(started.get("profile"))
     try:
         anchors = Anchors.from_record(started["anchors"])
     except (AnchorsError, KeyError, TypeError):
         return None
     known = resolver.envs.get(env_id) if resolver is not None else None
-    env = EnvInfo(env_id, known.family if known else env_id, Direction(score["direction"]),
-                  Aggregation(score["aggregation"]), anchors, known.title if known else env_id, f"session:{profile}")
+    env = EnvInfo(env_id, known.family if known else env_id, Direction(rules.direction),
+                  Aggregation(rules.aggregation), anchors, known.title if known else env_id, f"session:{profile}",
+                  rules.timing)
     if resolver is not None:
         env = resolver.apply(env, profile=profile)
     finished = any(p.get("event") == "session_finished" for p in _events(rows))

@@ -23,6 +23,7 @@ from ..trajectory import score_log
 from ..trajectory.audit import RecordClosed, read_entries
 from ..trajectory.entries import INT32_MAX, log
 from ..trajectory.records import ClockModel, Participant, SessionMeta
+from ..trajectory.rules import restore_rules
 from ..trajectory.state import chain_state
 from ..trajectory.verify import Report, check_score_log
 from .layout import AUDIT, LOCK, META, SCORE_LOG, STATE, WORKSPACE, new_session_id
@@ -158,6 +159,7 @@ def open_session(cls: type["Session"], folder: Path, env: Environment, runtime: 
                  store: Store | None, secrets: dict[str, str] | None) -> "Session":
     clock = clock or SystemClock()
     meta, rows = readable_records(folder)
+    restored = restore_rules(meta, rows)  # the chain decides the score, never session.json alone
     lock = SessionLock(folder / LOCK)
     lock_note = lock.acquire()
     try:
@@ -177,7 +179,8 @@ def open_session(cls: type["Session"], folder: Path, env: Environment, runtime: 
         f"{'running' if w.running else 'paused'}" + (f"; {format_hms(gap)} since the last record" if gap is not None else ""),
         {"event": "session_resumed", "gap_s": gap, "clock_running": w.running, "lock": lock_note,
          **({"recovered": session.recovered} if session.recovered else {}),
-         **({"interrupted_scoring": interrupted} if interrupted else {})},
+         **({"interrupted_scoring": interrupted} if interrupted else {}),
+         **({"rules_restored": restored} if restored else {})},
         title="session",
     ))
     session.core.save()

@@ -15,22 +15,46 @@ from pathlib import Path
 from ..trajectory.audit import line_hash
 from ..trajectory.records import AUDIT, META
 from ..trajectory.verify import Report
-from .client import Collector, CollectorRefused
+from .client import Collector, CollectorRefused, CollectorUnreachable
 
 CHECK = "witness"
 
 
+def session_id(folder: Path, report: Report) -> str:
+    """The session's id: session.json's, else (that file missing or damaged: a finding) the
+    folder's name, which is the id a session folder is made with."""
+    try:
+        sid = json.loads((folder / META).read_text(encoding="utf-8"))["id"]
+        if isinstance(sid, str) and sid:
+            return sid
+        why = "names no session id"
+    except FileNotFoundError:
+        why = "is missing"
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, TypeError, KeyError) as exc:
+        why = f"does not read ({type(exc).__name__})"
+    report.add(CHECK, False, f"{META} {why}: the rows are compared under the folder's name {folder.name}")
+    return folder.name
+
+
 def check_witnessed(folder: Path, collector: Collector) -> Report:
+    """Every finding is in the report (a damaged folder or a collector that does not answer
+    included): the caller goes on to the next session."""
     report = Report(folder)
-    sid = json.loads((folder / META).read_text(encoding="utf-8"))["id"]
+    sid = session_id(folder, report)
     try:
         witnessed = collector.rows(sid)
     except CollectorRefused as exc:
-        if exc.status != 404:
-            raise
-        report.add(CHECK, False, f"the collector at {collector.url} never witnessed session {sid}")
+        report.add(CHECK, False, f"the collector at {collector.url} never witnessed session {sid}" if exc.status == 404
+                   else exc.what)
         return report
-    local = (folder / AUDIT).read_text(encoding="utf-8").splitlines() if (folder / AUDIT).exists() else []
+    except CollectorUnreachable as exc:
+        report.add(CHECK, False, exc.what)
+        return report
+    try:
+        local = (folder / AUDIT).read_text(encoding="utf-8").splitlines() if (folder / AUDIT).exists() else []
+    except (OSError, UnicodeDecodeError) as exc:
+        report.add(CHECK, False, f"{AUDIT} does not read ({type(exc).__name__}): nothing to compare")
+        return report
     for n, (line, seen) in enumerate(zip(local, witnessed), start=1):
         claimed, _actual = line_hash(line)
         if claimed != seen["hash"] or (seen["line"] is not None and seen["line"] != line):

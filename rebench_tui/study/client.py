@@ -66,7 +66,7 @@ class Collector:
         return http.client.HTTPConnection(p.hostname, p.port or 80, timeout=self._timeout)
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
+        data = None if body is None else json.dumps(body, allow_nan=False, ensure_ascii=False).encode("utf-8")
         headers = {"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"}
         conn = self._connection()
         try:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..clock import format_hms, parse_duration
@@ -98,8 +99,19 @@ def status_cmd(url: str) -> None:
     for col in ("session", "participant", "env", "status", "working", "scorings", "counting", "last row", "gaps"):
         t.add_column(col, no_wrap=True)
     for s in sessions:
-        t.add_row(*status_row(s))
+        try:
+            if s.get("skipped"):
+                raise ValueError(s["skipped"])
+            t.add_row(*status_row(s))
+        except (KeyError, TypeError, ValueError) as exc:  # one bad session never hides the others
+            err.print(f"[yellow]warning:[/yellow] {escape(_skip_words(s, exc))}", highlight=False)
     (out if out.is_terminal else Console(soft_wrap=True, width=200)).print(t)
+
+
+def _skip_words(s: dict, exc: Exception) -> str:
+    if s.get("skipped"):
+        return str(s["skipped"])
+    return f"session {s.get('id', '?')} left out: the collector's line for it does not read ({type(exc).__name__}: {exc})"
 
 
 def status_row(s: dict) -> list[str]:

@@ -18,11 +18,16 @@ from typing import Any, Callable
 import sqlite_utils
 
 from ..errors import RebenchError
+from pydantic import ValidationError
+
+from ..scoring import is_recount
 from ..trajectory.audit import genesis_hash, line_hash
-from .schema import TABLES, triggers
+from ..trajectory.entries import FINISH_EVENT, TraceEntry, log_event
+from ..trajectory.rules import CHANGE_EVENT, START_EVENT, RulesError, check_rule_facts
+from .schema import ADDED, TABLES, triggers
 
 ROLES = ("participant", "researcher")
-MAX_ROW_CHARS = 1 << 20  # a row longer than this is witnessed by its hash alone (see witness.stub)
+MAX_ROW_BYTES = 1 << 20  # a row longer than this (in UTF-8) is witnessed by its hash alone (see witness.stub)
 
 
 class Refused(RebenchError):
@@ -46,13 +51,29 @@ class Ledger:
         conn.executescript(TABLES)
         for sql in triggers():
             conn.execute(sql)
+        for table, column, sql in ADDED:  # a database made by an earlier version gains its new columns
+            if column not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {sql}")
         conn.commit()
         self.db = sqlite_utils.Database(conn)
         self._lock = threading.Lock()
+        # The researcher's views read on a connection of their own: in WAL mode a reader never
+        # waits for the writers' lock, nor holds it (a long view does not slow the participants).
+        self._reader = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+        self._reader.row_factory = sqlite3.Row
+        self._read_lock = threading.Lock()
+        self._older: dict[str, int | None] = {}  # finish lines found among the rows of older databases
 
     def close(self) -> None:
         with self._lock:
             self.db.conn.close()
+        with self._read_lock:
+            self._reader.close()
+
+    def _view(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        """A researcher's read, off the writers' lock."""
+        with self._read_lock:
+            return [dict(r) for r in self._reader.execute(sql, params)]
 
     def _ms(self) -> int:
         return int(self._now() * 1000)
@@ -94,11 +115,15 @@ class Ledger:
         return rows[0]["participant"] if rows else None
 
     def may_read(self, who: str, role: str, session_id: str) -> None:
+        """A participant is answered the same for another's session as for one that does not
+        exist (404, same words), so made-up ids tell nothing about who has which session."""
         owner = self.owner(session_id)
-        if owner is None:
-            raise Refused(404, f"no session {session_id} at this collector")
-        if role != "researcher" and owner != who:
-            raise Refused(403, f"session {session_id} is not {who}'s")
+        if role == "researcher":
+            if owner is None:
+                raise Refused(404, f"no session {session_id} at this collector")
+            return
+        if owner != who:
+            raise Refused(404, f"no session {session_id} of {who}'s at this collector")
 
     def head(self, session_id: str) -> dict[str, Any]:
         with self._lock:
@@ -108,11 +133,9 @@ class Ledger:
 
     def rows(self, session_id: str, start: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
         """Witnessed rows from ``start`` on (at most ``limit`` of them)."""
-        with self._lock:
-            return list(self.db.query(
-                "SELECT n, called_at, written_at, working_ms, kind, event, hash, prev_hash, line, received_at "
-                "FROM audit_rows WHERE session_id = ? AND n >= ? ORDER BY n LIMIT ?",
-                [session_id, start, -1 if limit is None else limit]))
+        return self._view("SELECT n, called_at, written_at, working_ms, kind, event, hash, prev_hash, line, received_at "
+                          "FROM audit_rows WHERE session_id = ? AND n >= ? ORDER BY n LIMIT ?",
+                          [session_id, start, -1 if limit is None else limit])
 
     def append(self, who: str, session_id: str, start: int, items: list[Any], info: dict[str, Any]) -> dict[str, Any]:
         """Witness rows ``start``, ``start+1``… of a session owned by ``who``. Rows already
@@ -125,6 +148,7 @@ class Ledger:
                 raise Refused(409, f"rows from line {start + 1} sent, but the collector has only {count}: "
                                    f"send from line {count + 1}")
             fresh = []
+            finished = None if new else self._finish_line(session_id)
             for i, item in enumerate(items):
                 n = start + i
                 row = parse_item(item, n)
@@ -134,12 +158,17 @@ class Ledger:
                 if row["prev_hash"] != prev:
                     raise Refused(409, f"line {n + 1} does not chain onto witnessed line {n}: "
                                        "a witnessed row was changed, removed or reordered")
+                if finished is not None:
+                    raise Refused(409, f"line {n + 1} follows the finish row (line {finished}): a finished session "
+                                       "takes no row")
+                if row["event"] == FINISH_EVENT:
+                    finished = n + 1
                 fresh.append((n, row))
                 prev, count = row["hash"], n + 1
             now = self._ms()
             with self.db.conn:  # one transaction: every new row of the request, or none
                 if new:
-                    self.db.execute("INSERT INTO sessions (id, participant, run_id, env_id, created_at) "
+                    self.db.conn.execute("INSERT INTO sessions (id, participant, run_id, env_id, created_at) "
                                     "VALUES (?, ?, ?, ?, ?)", [session_id, who, run_id, info["env_id"], now])
                 for n, row in fresh:
                     self._insert(session_id, n, row, now)
@@ -163,16 +192,30 @@ class Ledger:
                                   [session_id]))
         return (rows[0]["n"] + 1, rows[0]["hash"]) if rows else (0, genesis_hash(run_id))
 
+    def _finish_line(self, session_id: str) -> int | None:
+        """The line of the session's finish row (None: not finished)."""
+        row = self.db.conn.execute("SELECT finish_n FROM sessions WHERE id = ?", [session_id]).fetchone()
+        if row is not None and row[0] is not None:
+            return row[0] + 1
+        if session_id not in self._older:  # a database from before finish_n was kept: look once among the rows
+            found = self.db.conn.execute("SELECT n FROM audit_rows WHERE session_id = ? AND event = ? ORDER BY n "
+                                         "LIMIT 1", [session_id, FINISH_EVENT]).fetchone()
+            self._older[session_id] = None if found is None else found[0] + 1
+        return self._older[session_id]
+
     def _same_as_witnessed(self, session_id: str, n: int, row: dict[str, Any]) -> None:
         old = list(self.db.query("SELECT hash FROM audit_rows WHERE session_id = ? AND n = ?", [session_id, n]))
         if old and old[0]["hash"] != row["hash"]:
             raise Refused(409, f"line {n + 1} differs from the row witnessed there: witnessed rows cannot be rewritten")
 
     def _insert(self, session_id: str, n: int, row: dict[str, Any], now: int) -> None:
+        """One row, inside the caller's transaction (``self.db.conn`` directly: sqlite-utils' own
+        ``execute`` commits each write made outside a transaction of its own)."""
         data = row.pop("data")
+        row.pop("rules", None)
         cols = {"session_id": session_id, "n": n, "received_at": now, **row}
-        self.db.execute(f"INSERT INTO audit_rows ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                        list(cols.values()))
+        self.db.conn.execute(f"INSERT INTO audit_rows ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                             list(cols.values()))
         content = data.get("content") if isinstance(data, dict) else None
         if not isinstance(content, dict):
             return
@@ -180,24 +223,50 @@ class Ledger:
             score = content.get("score")
             details = content.get("details")
             fp = (details.get("attempt") or {}).get("fingerprint") if isinstance(details, dict) else None
-            self.db.execute("INSERT INTO scorings (session_id, n, called_at, working_ms, score, fingerprint) "
-                            "VALUES (?, ?, ?, ?, ?, ?)", [session_id, n, row["called_at"], row["working_ms"],
-                                                          float(score) if isinstance(score, (int, float)) else None, fp])
+            self.db.conn.execute(
+                "INSERT INTO scorings (session_id, n, called_at, working_ms, score, fingerprint, recount) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)", [session_id, n, row["called_at"], row["working_ms"],
+                                                 float(score) if isinstance(score, (int, float)) else None, fp,
+                                                 int(is_recount(details))])
+        if row["event"] == FINISH_EVENT:
+            self.db.conn.execute("UPDATE sessions SET finish_n = ? WHERE id = ? AND finish_n IS NULL", [n, session_id])
         started = _event_data(content, "session_started")
         if started is not None:
             score = started.get("score") or {}
-            self.db.execute("UPDATE sessions SET direction = ?, aggregation = ?, visibility = ?, time_limit_s = ? "
+            self.db.conn.execute("UPDATE sessions SET direction = ?, aggregation = ?, visibility = ?, time_limit_s = ? "
                             "WHERE id = ?", [score.get("direction"), score.get("aggregation"), score.get("visibility"),
                                              started.get("time_limit_s"), session_id])
 
     # -- the study ------------------------------------------------------------------------
     def sessions(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self.db.query("SELECT * FROM sessions ORDER BY created_at"))
+        return self._view("SELECT * FROM sessions ORDER BY created_at", [])
+
+    def figures(self, gap_ms: int) -> dict[str, dict[str, Any]]:
+        """Each session's figures, computed by the database from the rows' stored numbers (no row
+        text; one pass over the rows, off the writers' lock): rows, finished, the last working
+        time and receive time, and the rows that arrived more than ``gap_ms`` later than the
+        session's quickest row (late: received_at - called_at, against its minimum)."""
+        rows = self._view(
+            "WITH q AS (SELECT session_id, min(received_at - called_at) AS quickest, count(*) AS rows, max(n) AS last_n, "
+            "  max(event = ?) AS finished FROM audit_rows GROUP BY session_id) "
+            "SELECT q.session_id, q.rows, q.finished, "
+            "  (SELECT received_at FROM audit_rows l WHERE l.session_id = q.session_id AND l.n = q.last_n) AS last_received, "
+            "  (SELECT working_ms FROM audit_rows w WHERE w.session_id = q.session_id AND w.working_ms IS NOT NULL "
+            "   ORDER BY w.n DESC LIMIT 1) AS working_ms, "
+            "  (SELECT count(*) FROM audit_rows g WHERE g.session_id = q.session_id "
+            "   AND g.received_at - g.called_at - q.quickest > ?) AS gaps, "
+            "  (SELECT max(g.received_at - g.called_at) - q.quickest FROM audit_rows g WHERE g.session_id = q.session_id) "
+            "   AS longest FROM q", [FINISH_EVENT, gap_ms])
+        return {r["session_id"]: r for r in rows}
+
+    def start_line(self, session_id: str) -> str | None:
+        """The session's start row as witnessed (None: not witnessed whole, or not yet)."""
+        rows = self._view("SELECT line FROM audit_rows WHERE session_id = ? AND event = ? ORDER BY n LIMIT 1",
+                          [session_id, START_EVENT])
+        return rows[0]["line"] if rows else None
 
     def scorings(self, session_id: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self.db.query("SELECT * FROM scorings WHERE session_id = ? ORDER BY n", [session_id]))
+        return self._view("SELECT * FROM scorings WHERE session_id = ? ORDER BY n", [session_id])
 
 
 def _event_data(content: dict[str, Any], event: str) -> dict[str, Any] | None:
@@ -213,19 +282,45 @@ def parse_item(item: Any, n: int) -> dict[str, Any]:
     """One sent row: a whole log line (its hash checked here), or for a row too long to send,
     a stub with its hash and place in the chain."""
     if isinstance(item, str):
-        if len(item) > MAX_ROW_CHARS:
-            raise Refused(413, f"line {n + 1} is longer than {MAX_ROW_CHARS} characters: send its stub")
+        if len(item) > MAX_ROW_BYTES:  # characters: at least as many bytes
+            raise Refused(413, f"line {n + 1} is longer than {MAX_ROW_BYTES} bytes: send its stub")
         claimed, actual = line_hash(item)
         try:
             data = json.loads(item)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise Refused(400, f"line {n + 1} is not JSON") from None
         if claimed is None or claimed != actual or not isinstance(data, dict) or data.get("hash") != claimed:
             raise Refused(409, f"line {n + 1}'s bytes do not match its hash")
+        check_row(data, n)
         return _fields(data, item, n)
     if isinstance(item, dict) and {"hash", "prevHash", "calledAt"} <= item.keys():
-        return _fields({**item, "content": {"type": str(item.get("kind", "stub"))}}, None, n)
+        size = item.get("bytes")
+        if isinstance(size, bool) or not isinstance(size, int) or size <= MAX_ROW_BYTES:
+            raise Refused(400, f"line {n + 1} is sent as a stub (its hash alone) but says it is {size!r} bytes: "
+                               f"only a row longer than {MAX_ROW_BYTES} bytes may be; send the row itself")
+        event = item.get("event")
+        content = {"type": str(item.get("kind", "stub"))}
+        if isinstance(event, str):  # a long finish row still ends the session here
+            content = {"type": "log", "content": ["", {"event": event}]}
+        return _fields({**item, "content": content}, None, n)
     raise Refused(400, f"line {n + 1} is neither a log line nor a stub")
+
+
+def check_row(data: dict[str, Any], n: int) -> None:
+    """The row's schema and types (the trace-entry contract), and the rules a start or rules
+    row states: a 400 naming the field otherwise."""
+    try:
+        TraceEntry.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(x) for x in first.get("loc", ())) or "the row"
+        raise Refused(400, f"line {n + 1}: {where}: {first.get('msg', 'does not read')}") from None
+    facts = log_event(data.get("content"))
+    if facts is not None and facts.get("event") in (START_EVENT, CHANGE_EVENT):
+        try:
+            check_rule_facts(facts, n + 1)
+        except RulesError as exc:
+            raise Refused(400, exc.what) from None
 
 
 def _fields(data: dict[str, Any], line: str | None, n: int) -> dict[str, Any]:

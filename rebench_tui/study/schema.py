@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     aggregation TEXT,
     visibility TEXT,
     time_limit_s DOUBLE PRECISION,
-    created_at BIGINT NOT NULL
+    created_at BIGINT NOT NULL,
+    finish_n INTEGER
 );
 CREATE TABLE IF NOT EXISTS audit_rows (
     session_id TEXT NOT NULL REFERENCES sessions(id),
@@ -44,6 +45,7 @@ CREATE TABLE IF NOT EXISTS scorings (
     working_ms BIGINT,
     score DOUBLE PRECISION,
     fingerprint TEXT,
+    recount INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (session_id, n)
 );
 CREATE TABLE IF NOT EXISTS refusals (
@@ -66,3 +68,8 @@ def triggers() -> list[str]:
             out.append(f"CREATE TRIGGER IF NOT EXISTS {table}_no_{op.lower()} BEFORE {op} ON {table} "
                        f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END;")
     return out
+
+
+# Columns added since a study's database may have been made: (table, column, its SQL).
+ADDED = (("scorings", "recount", "INTEGER NOT NULL DEFAULT 0"),
+         ("sessions", "finish_n", "INTEGER"))  # the finish row's n (None: not finished)

@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..trajectory.entries import log_event
 from ..trajectory.records import AUDIT, META
 from .client import Collector, CollectorRefused, CollectorUnreachable
-from .ledger import MAX_ROW_CHARS
+from .ledger import MAX_ROW_BYTES
 
-MAX_BATCH_CHARS = 4 << 20  # well under the collector's default request bound
+MAX_BATCH_BYTES = 4 << 20  # of the request's JSON, in UTF-8: well under the collector's default bound
 MAX_BATCH_ROWS = 2000
+MIN_BATCH_BYTES = 64 << 10  # a refusal for size halves the batch, down to this
 
 
 class _Shortfall(Exception):
@@ -51,11 +53,14 @@ class WitnessState:
 
 
 def stub(line: str) -> dict[str, Any]:
-    """A row too long to send whole: its place in the chain, its hash and its kind."""
+    """A row too long to send whole: its place in the chain, its hash, its size, its kind and
+    event (a long finish row still ends the session at the collector)."""
     row = json.loads(line)
+    facts = log_event(row.get("content"))
     return {"hash": row["hash"], "prevHash": row["prevHash"], "calledAt": row["calledAt"],
             "modifiedAt": row.get("modifiedAt", row["calledAt"]), "workingMs": row.get("workingMs"),
-            "kind": (row.get("content") or {}).get("type", "stub")}
+            "kind": (row.get("content") or {}).get("type", "stub"), "bytes": len(line.rstrip("\n").encode("utf-8")),
+            **({"event": facts["event"]} if facts and isinstance(facts.get("event"), str) else {})}
 
 
 class Witness:
@@ -77,6 +82,7 @@ class Witness:
         self._since: float | None = None
         self._error: str | None = None
         self._thread: threading.Thread | None = None
+        self._batch_bytes = MAX_BATCH_BYTES
 
     # -- life -----------------------------------------------------------------------------
     def start(self, audit=None) -> "Witness":
@@ -116,8 +122,12 @@ class Witness:
         delay = self.retry_s
         while not self._stop.is_set():
             ok = self.sync()
-            delay = self.retry_s if ok else min(delay * 2, 10.0)
-            self._poke.wait(delay)
+            if ok:
+                delay = self.retry_s
+                self._poke.wait(delay)
+            else:  # back off: rows written meanwhile wait for the next try, not a connection each
+                delay = min(delay * 2, 10.0)
+                self._stop.wait(delay)
             self._poke.clear()
 
     # -- one round ------------------------------------------------------------------------
@@ -130,7 +140,13 @@ class Witness:
                 lines = self._unsent()
                 while lines:
                     batch = self._batch(lines)
-                    answer = self.collector.send(self.session_id, self._acked, batch, self.info)
+                    try:
+                        answer = self.collector.send(self.session_id, self._acked, batch, self.info)
+                    except CollectorRefused as exc:
+                        if exc.status != 413 or len(batch) == 1 or self._batch_bytes <= MIN_BATCH_BYTES:
+                            raise
+                        self._batch_bytes //= 2  # too large for this collector: send it in smaller pieces
+                        continue
                     sent = lines[:len(batch)]
                     self._acked = int(answer["count"])
                     self._offset += sum(len(x.encode("utf-8")) for x in sent)
@@ -140,7 +156,9 @@ class Witness:
             except CollectorUnreachable:
                 self._error = "collector unreachable"
             except CollectorRefused as exc:
-                self._error = f"refused: {exc.what.split(': ', 1)[-1]}"
+                what = exc.what.split(': ', 1)[-1]
+                self._error = (f"refused as too large ({exc.status}): {what}" if exc.status == 413
+                               else f"refused ({exc.status}): {what}")
                 self._acked = None  # ask the collector again where it stands before the next try
             except _Shortfall as exc:
                 self._error = str(exc)
@@ -176,14 +194,18 @@ class Witness:
         self._local = (self._acked or 0) + len(lines)
         return lines
 
-    @staticmethod
-    def _batch(lines: list[str]) -> list[Any]:
+    def _batch(self, lines: list[str]) -> list[Any]:
+        """The next request's rows: at most ``self._batch_bytes`` of JSON as sent (UTF-8 bytes,
+        not characters), a row longer than the collector takes whole as its stub."""
         batch: list[Any] = []
         size = 0
         for line in lines[:MAX_BATCH_ROWS]:
-            item: Any = line.rstrip("\n") if len(line) <= MAX_ROW_CHARS else stub(line)
-            cost = len(line) if isinstance(item, str) else 300
-            if batch and size + cost > MAX_BATCH_CHARS:
+            text = line.rstrip("\n")
+            whole = len(text.encode("utf-8"))
+            item: Any = text if whole <= MAX_ROW_BYTES else stub(line)
+            cost = (len(json.dumps(text, ensure_ascii=False).encode("utf-8")) if isinstance(item, str)
+                    else len(json.dumps(item).encode("utf-8"))) + 2
+            if batch and size + cost > self._batch_bytes:
                 break
             batch.append(item)
             size += cost

@@ -25,6 +25,7 @@ from . import scoring_starts
 from .audit import genesis_hash, line_hash
 from .entries import TraceEntry
 from .records import AUDIT, META, SCORE_LOG, SessionMeta
+from .rules import ChainRules, RulesError, chain_rules, chain_working_s, working_went_back
 from .state import ChainState, chain_state
 
 
@@ -254,10 +255,19 @@ def _check_final_score(rows: list[dict[str, Any]], meta: dict[str, Any], report:
     # recorded without a fingerprint (an older session) is an attempt of its own; a recount at the
     # finish counts alone (scoring.Rule).
     fingerprints = [attempt_fingerprint(c.get("details")) for c in scorings]
+    # The rule is the chain's (its start row); session.json's only for a session recorded before
+    # the start row held it. Direction plays a part only where failures count.
     try:
-        rule = Rule(Aggregation(meta.get("aggregation")), Direction(meta.get("direction", "lower")),
-                    failures_count=bool(meta.get("timing")))  # direction plays a part only where failures count
-    except ValueError:
+        rules = chain_rules(rows)
+    except RulesError as exc:
+        report.add("final score", False, f"no rule to count by: {exc.what}")
+        return
+    aggregation = rules.aggregation if rules is not None else meta.get("aggregation")
+    try:
+        rule = rules.rule() if rules is not None else Rule(
+            Aggregation(meta.get("aggregation")), Direction(meta.get("direction", "lower")),
+            failures_count=bool(meta.get("timing")))
+    except (ValueError, TypeError):
         report.add("final score", False, f"session.json's rule ({meta.get('aggregation')!r}, "
                                          f"{meta.get('direction')!r}) is not one")
         return
@@ -274,7 +284,7 @@ def _check_final_score(rows: list[dict[str, Any]], meta: dict[str, Any], report:
         f"{counting.number}'s {counting.n} scorings "
         f"{', '.join(str(i + 1) for i in counting.valid_indexes)})")
     report.add("final score", ok, f"session.json says {stated}, the audit log's scorings give {expected}{how} "
-                                  f"by rule {meta.get('aggregation')}")
+                                  f"by rule {aggregation}")
     named = meta.get("final_scorings")
     if named:  # written since attempts are grouped: the scorings whose median the final score is
         want = [] if counting is None else [i + 1 for i in counting.valid_indexes]
@@ -314,6 +324,62 @@ def check_scoring_starts(rows: list[dict[str, Any]], report: Report) -> None:
         report.add("scoring starts", ok, what, line)
 
 
+def _meta_value(meta: dict[str, Any], key: str) -> Any:
+    value: Any = meta
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _equal(a: Any, b: Any) -> bool:
+    def number(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+    if number(a) and number(b):
+        return _same(float(a), float(b))
+    return type(a) is type(b) and a == b
+
+
+def check_rules(rows: list[dict[str, Any]], meta: dict[str, Any] | None, report: Report) -> ChainRules | None:
+    """The rules that decide the score, as the start row (and any rules_changed row) recorded
+    them: session.json must repeat each one, and working time never goes back (in the rows, or in
+    session.json's clock against the rows)."""
+    back = working_went_back(rows)
+    if back is not None:
+        line, now_ms, before_ms = back
+        report.add("working time", False, f"the row records {now_ms} ms of working time, less than the "
+                                          f"{before_ms} ms an earlier row recorded: working time never goes back", line)
+    try:
+        rules = chain_rules(rows)
+    except RulesError as exc:
+        report.add("rules", False, exc.what)
+        return None
+    if rules is None or meta is None:
+        return rules
+    differ = [f"{key} (session.json {str(_meta_value(meta, key))[:60]}, the audit log {str(want)[:60]})"
+              for key, want in rules.meta_fields().items() if key != "setting"  # check_setting says that one
+              and not _equal(_meta_value(meta, key), want)]
+    where = f"line {rules.start_line}" + (f" and {len(rules.changed_at)} change(s)" if rules.changed_at else "")
+    report.add("rules", not differ, f"session.json states the rules the audit log recorded ({where})" if not differ
+               else f"session.json's {'; '.join(differ)} differ from the audit log ({where}): edited after the "
+                    f"start; the audit log's count; " + REPAIR.format(id=report.folder.name))
+    clock = meta.get("clock") if isinstance(meta.get("clock"), dict) else {}
+    try:
+        banked = float(clock.get("banked_s", 0.0))
+        since = clock.get("running_since_wall")
+        last_s = rows[-1]["calledAt"] / 1000 if rows else 0.0
+        at_last = banked + (max(0.0, last_s - float(since)) if since is not None else 0.0)
+    except (TypeError, ValueError):
+        return rules  # session.json's own shape is read_meta's finding
+    recorded = chain_working_s(rows)
+    if at_last + 1.0 < recorded:  # a second's grace for rounding
+        report.add("working time", False, f"session.json's clock gives {at_last:.0f} s of working time at the last "
+                                          f"row, but the audit log recorded {recorded:.0f} s: spent time was handed "
+                                          f"back; " + REPAIR.format(id=report.folder.name))
+    elif back is None:
+        report.add("working time", True, f"never goes back ({recorded:.0f} s recorded)")
+    return rules
+
+
 def verify(folder: Path) -> Report:
     report = Report(folder)
     rows = check_chain(folder / AUDIT, report)
@@ -322,6 +388,7 @@ def verify(folder: Path) -> Report:
         state = check_state(folder, rows, meta, report)
         check_score_log(folder, rows, report)
         check_setting(rows, meta, report)
+        check_rules(rows, meta, report)
         check_scoring_starts(rows, report)
         check_final(folder, rows, report, meta, state)
     return report

@@ -86,8 +86,11 @@ async def test_the_screen_says_which_anchors_each_group_used_and_warns_when_mixe
     a, b = toy_session(), toy_session()
     for s in (a, b):
         s.score()
-    meta = (b.folder / "session.json").read_text().replace('"reference_score": 2.0', '"reference_score": 4.0')
-    (b.folder / "session.json").write_text(meta.replace('"reference": 2.0', '"reference": 4.0'))
+    # the other anchors recorded in b's chain (session.json alone is never the source of them)
+    from rebench_tui.trajectory.entries import log
+
+    b.audit.append(log("anchors changed", {"event": "rules_changed", "rules": {"anchors": {**b.meta.anchors,
+                                                                                          "reference": 4.0}}}))
     mixed = A.compare([read_human_session(a.folder), read_human_session(b.folder)], n_boot=5)
     app = CompareApp(mixed)
     async with app.run_test(size=SIZE) as pilot:

@@ -88,12 +88,12 @@ def test_a_session_without_a_calibration_records_the_manifests_anchors(tmp_path,
     meta = json.loads((s.folder / "session.json").read_text())
     assert meta["anchors"]["kind"] == "measured" and "by construction" in meta["anchors"]["provenance"]["measured"]
     assert read_human_session(s.folder).env.anchors.kind == "measured"
-    # a session recorded before sessions kept anchors: its two numbers, kind "recorded"
+    # session.json losing its anchors changes nothing: the start row recorded them
     meta.pop("anchors")
     (s.folder / "session.json").write_text(json.dumps(meta))
-    old = read_human_session(s.folder)
-    assert (old.env.anchors.kind, old.env.start, old.env.reference) == ("recorded", 10.0, 2.0)
-    assert A.normalized_final_at(old) == pytest.approx(0.5)
+    again = read_human_session(s.folder)
+    assert (again.env.anchors.kind, again.env.start, again.env.reference) == ("measured", 10.0, 2.0)
+    assert A.normalized_final_at(again) == pytest.approx(0.5)
 
 
 def test_compare_normalizes_each_run_by_its_own_setting(calibrated_toy, tmp_path, fake_clock):

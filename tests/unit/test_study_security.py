@@ -64,12 +64,26 @@ def test_a_participant_writes_and_reads_only_its_own_sessions(study):
     assert ada.send("s1", 0, lines(2), INFO)["count"] == 2
     more = lines(3)
     assert refused(lambda: bob.send("s1", 2, more[2:], INFO)) == 403
-    assert refused(lambda: bob.rows("s1")) == 403
-    assert refused(lambda: bob.head("s1")) == 403
+    # Another's session reads as one that does not exist: same status, same words but the id.
+    for path in ("rows", "head"):
+        real = answer(study, bob, f"/v1/sessions/s1/{path}")
+        made_up = answer(study, bob, f"/v1/sessions/s9/{path}")
+        assert real[0] == made_up[0] == 404
+        assert real[1].replace("s1", "s9") == made_up[1]
+    assert bob.head("s1") == {"count": 0, "head": None}
     assert len(study.client("res").rows("s1")) == 2  # a researcher reads every session
     assert refused(lambda: study.client("res").send("s2", 0, lines(1), INFO)) == 403  # and writes none
     assert [s["id"] for s in study.ledger.sessions()] == ["s1"]
-    assert refusals(study) == [("bob", 403)] * 3 + [("res", 403)]
+    assert refusals(study) == [("bob", 403)] + [("bob", 404)] * 5 + [("res", 403)]
+
+
+def answer(study, client, path):
+    """(status, error words) of a GET, without the client's own handling of a 404."""
+    try:
+        client.request("GET", path)
+    except CollectorRefused as exc:
+        return exc.status, exc.what
+    return 200, ""
 
 
 def test_only_a_researcher_lists_the_study(study):
