@@ -50,3 +50,33 @@ def write_json(path: Path, obj: Any, *, durable: bool, indent: int | None = None
     """``obj`` as JSON (a final newline where indented, as an editor would leave it), written whole."""
     text = json.dumps(obj, indent=indent) + ("\n" if indent is not None else "")
     return write_whole(path, text, durable=durable)
+
+
+def write_content_addressed(folder: Path, src: Any, *, chunk: int = 1 << 20) -> tuple[str, int]:
+    """Copy the stream ``src`` into ``folder`` under the sha256 of its bytes (a content-addressed
+    store: the same bytes are kept once), read-only; returns (digest, size). A file already there
+    under that name is kept and the copy dropped. Not fsynced: a store of snapshots is written
+    again from the home when a file of it is lost."""
+    import hashlib
+
+    folder.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    size = 0
+    fd, tmp = tempfile.mkstemp(prefix=".in-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            while block := src.read(chunk):
+                h.update(block)
+                out.write(block)
+                size += len(block)
+        digest = h.hexdigest()
+        dest = folder / digest
+        if dest.exists():
+            os.unlink(tmp)
+        else:
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return digest, size

@@ -20,20 +20,18 @@ runs the app, never mounted into the participant's container; a scoring room get
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
 import posixpath
 import stat
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterator
 
 from ..errors import SessionError
-from ..safe_write import write_json
+from ..safe_write import write_content_addressed, write_json
 from .workspace_scan import fingerprint, is_ignored
 
 ATTEMPTS = "attempts"
@@ -153,29 +151,7 @@ class AttemptStore:
         return {"link": target, "size": len(os.fsencode(target))}
 
     def _put(self, src: IO[bytes], mode: int) -> dict[str, Any]:
-        self.objects.mkdir(parents=True, exist_ok=True)
-        h = hashlib.sha256()
-        size = 0
-        fd, tmp = tempfile.mkstemp(dir=self.objects, prefix=".in-")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                for chunk in iter(lambda: src.read(CHUNK), b""):
-                    h.update(chunk)
-                    out.write(chunk)
-                    size += len(chunk)
-            digest = h.hexdigest()
-            dest = self.objects / digest
-            if dest.exists():
-                os.unlink(tmp)
-            else:
-                os.chmod(tmp, 0o444)
-                os.replace(tmp, dest)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        digest, size = write_content_addressed(self.objects, src, chunk=CHUNK)
         return {"sha256": digest, "size": size, "mode": mode & 0o7777}
 
     def _finish(self, entries: dict[str, dict[str, Any]]) -> Snapshot:

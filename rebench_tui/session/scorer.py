@@ -24,7 +24,6 @@ from ..trajectory.entries import log
 from ..trajectory.records import ScoreRecord
 from .core import SessionCore
 from .events import ScoreRecorded, ScoringCancelled
-from .files import fingerprint, scan
 from .layout import SCORE_LOG
 from .recording import Recording
 from .scoring_marker import ScoringMarker
@@ -259,53 +258,6 @@ class Scorer:
         if self._score_log_backlog:
             self.core.audit.flush()
             self.flush_score_log()
-
-    def attempt_info(self) -> dict[str, Any]:
-        """The attempt fingerprint of the files about to be scored (``files.fingerprint``: every
-        file of the home the recorder tracks), as ``{"fingerprint", "n_files", "source"}``.
-
-        ``source`` says where the file state came from:
-
-        - ``file recorder``: the session's recorder, as it knows the files after the flush that
-          precedes every scoring (the watcher in this process, its child process, or the feed
-          from a remote engine's poller): no file is read again;
-        - ``workspace scan``: no recorder with a state (a headless ``rebench-tui score``, or a
-          recorder that does not answer): the workspace folder, which is the home, hashed here;
-        - ``remote scan``: no recorder on a remote engine: one scan of the home by the engine's
-          file poller, there;
-        - ``unavailable`` (with ``error``): none of these worked; ``fingerprint`` is null and the
-          scoring is then an attempt of its own. A scoring is never refused for want of one.
-        """
-        c, watcher = self.core, self.recording.watcher
-        got: tuple[str, int] | None = None
-        source = "file recorder"
-        try:
-            if watcher is not None:
-                got = watcher.state_fingerprint(timeout=10.0)
-            if got is None:
-                if not c.sandbox.remote:
-                    source = "workspace scan"
-                    got = fingerprint(scan(c.workspace, c.ignore))
-                elif watcher is None:
-                    source = "remote scan"
-                    got = fingerprint(self._remote_scan())
-                else:  # a second poller would end the feed's own (one per container): not opened
-                    return {"fingerprint": None, "n_files": None, "source": "unavailable",
-                            "error": "the remote file feed has not scanned the home yet"}
-        except Exception as exc:  # noqa: BLE001 - the scoring goes ahead; this one is an attempt of its own
-            return {"fingerprint": None, "n_files": None, "source": "unavailable", "error": f"{source}: {exc}"[:500]}
-        return {"fingerprint": got[0], "n_files": got[1], "source": source}
-
-    def _remote_scan(self) -> dict[str, dict[str, Any]]:
-        """The remote home's files as the engine's poller describes them in its first (full) scan."""
-        stream = self.core.sandbox.watch_files(self.core.ignore)
-        try:
-            for msg in stream:
-                if msg.get("full"):
-                    return {rel: {k: v for k, v in d.items() if k != "text"} for rel, d in msg.get("files", {}).items()}
-            raise RebenchError("the file poller's stream ended before its first scan")
-        finally:
-            stream.close()
 
     def _with_scorer_identity(self, parsed: ScoreResult) -> ScoreResult:
         """Record which scorer produced the result: the digest it reported over its own files, and

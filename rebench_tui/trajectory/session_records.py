@@ -21,6 +21,7 @@ import pydantic_core
 from ..errors import RebenchError
 from ..scoring import Attempt, attempt_fingerprint, is_recount, normalize
 from .records import AUDIT, META, WORKSPACE, CountingScore, SessionMeta
+from .rules import RulesError, restore_rules
 
 INSTRUCTIONS = f"{WORKSPACE}/instructions.txt"
 
@@ -216,6 +217,13 @@ class SessionRecords:
             raise RebenchError(f"{folder.name}/{META} cannot be read: {what}", kept="the session folder is unchanged",
                                fix=exc.fix if isinstance(exc, RebenchError) else None) from exc
         rows, warnings = read_rows(folder)
+        try:  # the rules that decide the score are the chain's: session.json only repeats them
+            changed = restore_rules(meta, rows)
+        except RulesError as exc:
+            changed = []
+            warnings.append(f"the start row's rules cannot be read ({exc.what}): session.json's are repeated")
+        if changed:
+            warnings.append(f"session.json differs from the audit log in {', '.join(changed)}: the log's values are used")
         instr = folder / INSTRUCTIONS
         instructions = instr.read_text(encoding="utf-8") if instr.is_file() else ""
         if not instr.is_file():

@@ -57,7 +57,8 @@ async def test_reopening_after_a_crash_during_scoring_tells_the_participant(env_
         assert child.stdout.readline().strip() == "scoring"
         deadline = time.monotonic() + 30
         while not (marker_path.is_file() and
-                   (s.folder / ".state" / "run" / f"{json.loads(marker_path.read_text())['token']}.pid").is_file()):
+                   (s.folder / ".state" / "rooms" / (t := json.loads(marker_path.read_text())['token']) / "run"
+                    / f"{t}.pid").is_file()):
             assert time.monotonic() < deadline, "the scorer never started"
             time.sleep(0.05)
         os.kill(child.pid, signal.SIGKILL)
@@ -69,7 +70,7 @@ async def test_reopening_after_a_crash_during_scoring_tells_the_participant(env_
     token = json.loads(marker_path.read_text())["token"]
 
     again = Session.open(s.folder, env, LocalRuntime())
-    assert again.sandbox.exec_status(token)["state"] == "finished"  # ended, its status kept by its supervisor
+    assert not (s.folder / ".state" / "rooms" / token).exists()  # its room (the attempt's copy, its status) is gone
     app = RebenchApp(again, watch_files=False)
     told_all: list[str] = []
     shown = app.notify

@@ -294,7 +294,7 @@ def scored_session(toy_session, fake_clock):
 
 def test_human_session_folder(scored_session):
     run = read_human_session(scored_session.folder)
-    same(pairs(run), [(600, 6.0), (900, NAN), (1000, 4.0), (1000, 4.0)], tol=1e-3)
+    same(pairs(run), [(600, 6.0), (900, NAN), (1000, 4.0), (1000, 4.0)], tol=5e-3)  # a scoring's row comes 1 ms after its start row when the clock stands still
     assert run.human and run.group == "human" and run.finished and run.kind is SourceKind.HUMAN_SESSION
     assert (run.env_id, run.env.start, run.env.reference, run.env.origin) == ("toy_score", 10.0, 2.0, "session:smoke")
     assert run.env.aggregation is Aggregation.MIN and run.run_id == scored_session.id
@@ -311,7 +311,7 @@ def test_human_session_without_working_fields_uses_called_at_minus_pauses(scored
         r.pop("workingMs", None)
         r["usageTotalSeconds"] = None
     (copy / "audit.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    same(pairs(read_human_session(copy)), pairs(read_human_session(scored_session.folder)), tol=1e-3)
+    same(pairs(read_human_session(copy)), pairs(read_human_session(scored_session.folder)), tol=5e-3)
 
 
 def test_human_session_unfinished_and_found_by_id(toy_session, fake_clock, resolver):
@@ -327,13 +327,13 @@ def test_human_session_unfinished_and_found_by_id(toy_session, fake_clock, resol
 def test_our_own_exports_compare_like_the_session(scored_session, tmp_path, resolver):
     direct = read_human_session(scored_session.folder)
     bundle = read_vivaria_bundle(export_vivaria(scored_session.folder, tmp_path / "bundle"), resolver)
-    same(pairs(bundle), pairs(direct), tol=1e-3)
+    same(pairs(bundle), pairs(direct), tol=5e-3)
     assert bundle.human and bundle.env.start == 10.0 and bundle.env_id == "toy_score"  # facts from run.json metadata
     log_path = export_inspect(scored_session.folder, tmp_path / "s.eval", "eval")
     # toy_score is not a RE-Bench environment: the reader is told which it is
     (insp,) = read_inspect_log(log_path, EnvResolver(load_catalog(ROOT / "tests" / "fixtures" / "environments", KNOWN_IMAGES)))
     assert insp.human
-    same(pairs(insp), pairs(direct), tol=1e-3)
+    same(pairs(insp), pairs(direct), tol=5e-3)
     # every source keeps the attempt fingerprints: the re-score (the submission's scoring of the
     # unchanged 4) joins its attempt in all three
     fps = direct.fingerprints

@@ -157,7 +157,7 @@ def test_inspect_export_loads_as_a_human_cli_baseline(finished, tmp_path):
     (final,) = [e for e in scores if not e.intermediate]
     assert final.score.value == 5 and final.score.answer == "final" and final.metadata["final_attempt"] == 3
     assert final.metadata["final_scorings"] == [3, 4] and final.score.metadata["counting"]["n"] == 2
-    assert inter[3].score.metadata["attempt"]["source"] == "file recorder"
+    assert inter[3].score.metadata["attempt"]["source"] == "snapshot"  # what was scored: the frozen snapshot
     assert sample.scores[SCORER].value == 5
     assert log.results.scores[0].metrics["mean"].value == 5
 

@@ -369,41 +369,6 @@ def test_reopened_sessions_keep_grouping_re_scores(make_session, toy, env_copy, 
         again.close()
 
 
-def test_without_a_recorder_state_a_remote_home_is_scanned_there(make_session):
-    """A remote engine with no file feed running (a headless score): one scan by its poller."""
-    from rebench_tui.session.files import fingerprint, scan
-
-    s = make_session()
-    opened = []
-
-    class Stream:
-        def __iter__(self):
-            yield {"type": "scan", "full": True, "seq": 0,
-                   "files": {rel: {**d, "text": "kept out"} for rel, d in scan(s.workspace, s.ignore).items()}}
-
-        def close(self):
-            opened.append("closed")
-
-    s.sandbox.remote = True
-    s.sandbox.watch_files = lambda ignore, interval=0.5: Stream()
-    try:
-        info = s.scorer.attempt_info()
-    finally:
-        s.sandbox.remote = False
-    assert info == {"fingerprint": fingerprint(scan(s.workspace, s.ignore))[0], "n_files": 2, "source": "remote scan"}
-    assert opened == ["closed"]
-
-    def broken(ignore, interval=0.5):
-        raise OSError("engine unreachable")
-
-    s.sandbox.remote, s.sandbox.watch_files = True, broken
-    try:
-        info = s.scorer.attempt_info()
-    finally:
-        s.sandbox.remote = False
-    assert info["fingerprint"] is None and info["source"] == "unavailable" and "engine unreachable" in info["error"]
-
-
 def test_the_time_limit_holds_without_the_screen(make_session, fake_clock):
     """After zero a plain scoring is refused in the core (the refusal is recorded); the final one still runs."""
     s = make_session(time_limit_s=600)

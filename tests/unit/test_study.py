@@ -49,8 +49,8 @@ def test_rows_are_witnessed_as_written_and_through_a_collector_restart(study, to
     from rebench_tui.study.summary import summarize
 
     (seen,) = summarize(study.ledger, now=fake_clock.time)
-    down = len(local_hashes(s)) - before  # the scoring and the note: written while nobody witnessed them
-    assert down == 2 and seen["gaps"] == down and seen["longest_gap_s"] == pytest.approx(300, abs=1)
+    down = len(local_hashes(s)) - before  # the scoring's start and result, and the note: written while nobody witnessed them
+    assert down == 3 and seen["gaps"] == down and seen["longest_gap_s"] == pytest.approx(300, abs=1)
     rows = study.client("res").rows(s.id)
     assert [r["hash"] for r in rows] == local_hashes(s)
     assert [r["n"] for r in rows] == list(range(len(rows)))
