@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 
 import pytest
 
 from rebench_tui.session import Session
+from rebench_tui.session.events import TimeWarning
 from rebench_tui.trajectory.audit import read_entries
 
 pytestmark = pytest.mark.docker
@@ -31,7 +34,7 @@ def shell(s: Session, script: str) -> subprocess.CompletedProcess:
 
 
 def test_task_status_and_note_inside_the_container(session):
-    p = shell(session, "task status\ntask note hi from the shell\ntask note\nexit\n")
+    p = shell(session, "task status\ntask note hi from the shell\ntask note\nexit 0\n")
     out = p.stdout.decode(errors="replace")
     assert p.returncode == 0, p.stderr
     assert "working time: " in out and "clock running" in out and "0 scoring(s)" in out
@@ -45,8 +48,23 @@ def test_task_status_and_note_inside_the_container(session):
     assert [r.verb for r in session.desk.handled] == ["status", "note"]
 
 
+def test_a_warning_reaches_the_shell_before_its_next_prompt(session):
+    def announce() -> None:  # once the shell is up (its `task status` answered), the clock announces a warning
+        while not session.desk.handled:
+            time.sleep(0.05)
+        session.core.emit(TimeWarning(900))  # as Timekeeping.tick does; the desk listens
+
+    t = threading.Thread(target=announce, daemon=True)
+    t.start()
+    p = shell(session, "task status\nwhile [ ! -s /run/rebench-task/warning ]; do sleep 0.1; done\nexit\n")
+    t.join()
+    assert p.returncode == 0, p.stderr
+    assert "[rebench] 0:15:00 of working time left" in p.stdout.decode(errors="replace")
+
+
 def test_the_participant_cannot_write_where_the_answers_are(session):
-    p = shell(session, "touch /run/rebench-task/answer-0123456789abcdef && echo WROTE; "
-                       "ls /run/rebench-task/in >/dev/null 2>&1 && echo LISTED; echo done\nexit\n")
+    # (the words are split in the typed line, which the terminal echoes: only the echo command joins them)
+    p = shell(session, "touch /run/rebench-task/answer-0123456789abcdef && echo WRO''TE; "
+                       "ls /run/rebench-task/in >/dev/null 2>&1 && echo LIS''TED; echo do''ne\nexit\n")
     out = p.stdout.decode(errors="replace")
     assert "done" in out and "WROTE" not in out and "LISTED" not in out

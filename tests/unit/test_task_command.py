@@ -145,3 +145,21 @@ def test_outside_a_session_task_says_so():
     env = {**os.environ, "REBENCH_TASK_DIR": "/nonexistent-spool"}
     p = subprocess.run([sys.executable, str(TASK), "status"], capture_output=True, text=True, timeout=30, env=env)
     assert p.returncode == 2 and "not in a rebench-tui session" in p.stderr
+
+
+def test_the_desk_gives_the_time_warning_while_the_app_is_away_and_the_prompt_hears_of_it(toy_session, fake_clock):
+    s = toy_session()
+    spool = s.folder / ".state" / "task"
+    s.desk.start()  # subscribes to the session's events; its own looks are driven here
+    s.desk.stop()
+    s.desk.poll()
+    assert (spool / "prompt").read_text() == "1:00 left\n" and not (spool / "warning").exists()
+    fake_clock.advance(46 * 60)  # 14 min left: the 15-minute warning is due, and nobody else asks
+    s.desk.poll()
+    warnings = [r["content"]["content"][1] for r in read_entries(s.folder / "audit.jsonl") if r["content"]["type"] == "log"
+                and isinstance(r["content"]["content"][1], dict) and r["content"]["content"][1].get("event") == "time_warning"]
+    assert [w["remaining_s"] for w in warnings] == [900]  # the same row as the app's clock writes
+    assert (spool / "warning").read_text() == "1 0:15:00 of working time left\n"
+    assert (spool / "prompt").read_text() == "0:14 left\n"
+    s.desk.poll()
+    assert (spool / "warning").read_text().startswith("1 ")  # given once
