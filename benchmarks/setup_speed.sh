@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
 # A fresh .venv made by scripts/setup with pip, then with uv, in one run, each in a temporary copy
-# of this tree (the project's own .venv is not touched), each with an empty download cache (a
-# newcomer's first run). Prints both times, the load the run started under and the cores.
-#   benchmarks/setup_speed.sh            both
-#   benchmarks/setup_speed.sh uv         one of them (pip | uv)
+# of this tree (the project's own .venv is not touched). Prints both times, the load the run
+# started under and the cores.
+#   benchmarks/setup_speed.sh          empty download caches for both (a newcomer's first run)
+#   benchmarks/setup_speed.sh --warm   each installer's cache filled first (a second machine, CI with
+#                                      a cache): pip's own cache, uv's in benchmarks/.tmp/uv-cache,
+#                                      each filled by an untimed run where it is empty
 set -euo pipefail
 cd "$(dirname "$0")/.."
-which=("${@:-pip uv}")
+here=$PWD
+warm=0
+[ "${1:-}" = --warm ] && warm=1
 read -r load _ < /proc/loadavg
-echo "… $(nproc) cores, load average $load at the start"
+echo "… $(nproc) cores, load average $load at the start; caches: $([ $warm = 1 ] && echo warm || echo empty)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for installer in ${which[*]}; do
+copy() { mkdir -p "$1"; git ls-files -z | xargs -0 -I{} cp --parents {} "$1"; }
+setup_in() {  # $1: folder, $2: installer; the caches as the mode says
+  if [ $warm = 1 ]; then
+    (cd "$1" && REBENCH_INSTALLER=$2 UV_CACHE_DIR="$here/benchmarks/.tmp/uv-cache" ./scripts/setup)
+  else
+    (cd "$1" && REBENCH_INSTALLER=$2 PIP_NO_CACHE_DIR=1 UV_CACHE_DIR="$work/uv-cache" ./scripts/setup)
+  fi
+}
+if [ $warm = 1 ] && [ ! -f benchmarks/.tmp/uv-cache.filled ]; then
+  echo "… filling uv's cache (untimed)"
+  mkdir -p benchmarks/.tmp
+  copy "$work/fill"
+  (cd "$work/fill" && REBENCH_INSTALLER=uv UV_CACHE_DIR="$here/benchmarks/.tmp/uv-cache" ./scripts/setup) >"$work/fill.log" 2>&1 \
+    || { cat "$work/fill.log"; exit 1; }
+  touch benchmarks/.tmp/uv-cache.filled
+fi
+for installer in pip uv; do
   dir="$work/$installer"
-  mkdir -p "$dir"
-  git ls-files -z | xargs -0 -I{} cp --parents {} "$dir"
+  copy "$dir"
   start=$(date +%s.%N)
-  (cd "$dir" && REBENCH_INSTALLER=$installer PIP_NO_CACHE_DIR=1 UV_CACHE_DIR="$work/uv-cache" ./scripts/setup) \
-    > "$work/$installer.log" 2>&1 || { cat "$work/$installer.log"; exit 1; }
+  setup_in "$dir" "$installer" > "$work/$installer.log" 2>&1 || { cat "$work/$installer.log"; exit 1; }
   took=$(echo "$(date +%s.%N) - $start" | bc)
   grep -E "^… (uv did not|installing)" "$work/$installer.log" || true
   printf '… %s: a fresh .venv in %.0f s (%s)\n' "$installer" "$took" "$(du -sh "$dir/.venv" | cut -f1)"
