@@ -43,6 +43,7 @@ class Desk:
         self._warning_seq = 0
         self._pending_warning: str | None = None
         self._lock = threading.Lock()
+        self._listening = False
         self.handled: list[TaskRequest] = []  # what was carried out, in order (tests, the app's feed)
 
     @property
@@ -54,8 +55,10 @@ class Desk:
         """Start looking for requests; False where the sandbox has no spool folder."""
         if not self.available or self.session.finished:
             return False
-        if self._thread is None:
+        if not self._listening:
             self.session.subscribe(self._on_event)
+            self._listening = True
+        if self._thread is None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._loop, name="rebench-task-desk", daemon=True)
             self._thread.start()
@@ -180,8 +183,8 @@ class Desk:
             self._prompt = words
         with self._lock:
             text, self._pending_warning = self._pending_warning, None
-        if text is not None:
-            self._warning_seq += 1
+        if text is not None:  # numbered by the time in ms: a new app's warnings never repeat an old number
+            self._warning_seq = max(self._warning_seq + 1, int(s.clock.time() * 1000))
             self._write("warning", f"{self._warning_seq} {text}\n")
 
     def _answer(self, request_id: str, ok: bool, text: str) -> None:
