@@ -141,6 +141,7 @@ class Session:
 
     def collect_commands(self) -> int:
         return self.recording.collect_commands()
+
     # -- the clock (``timekeeping``) ------------------------------------------------------
     def pause(self, reason: str = "") -> bool:
         return self.time.pause(reason)
