@@ -3,12 +3,12 @@
 # of this tree (the project's own .venv is not touched). Prints both times, the load the run
 # started under and the cores.
 #   benchmarks/setup_speed.sh          empty download caches for both (a newcomer's first run)
-#   benchmarks/setup_speed.sh --warm   each installer's cache filled first (a second machine, CI with
-#                                      a cache): pip's own cache, uv's in benchmarks/.tmp/uv-cache,
-#                                      each filled by an untimed run where it is empty
+#   benchmarks/setup_speed.sh --warm   each installer's own cache, filled first (a second machine, CI
+#                                      with a cache): uv's by an untimed run of its own before the timed
+#                                      ones, pip's by whatever used it before (run once without --warm
+#                                      on a machine where pip has not installed the project yet)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-here=$PWD
 warm=0
 [ "${1:-}" = --warm ] && warm=1
 read -r load _ < /proc/loadavg
@@ -18,18 +18,16 @@ trap 'rm -rf "$work"' EXIT
 copy() { mkdir -p "$1"; git ls-files -z | xargs -0 -I{} cp --parents {} "$1"; }
 setup_in() {  # $1: folder, $2: installer; the caches as the mode says
   if [ $warm = 1 ]; then
-    (cd "$1" && REBENCH_INSTALLER=$2 UV_CACHE_DIR="$here/benchmarks/.tmp/uv-cache" ./scripts/setup)
+    (cd "$1" && REBENCH_INSTALLER=$2 ./scripts/setup)
   else
     (cd "$1" && REBENCH_INSTALLER=$2 PIP_NO_CACHE_DIR=1 UV_CACHE_DIR="$work/uv-cache" ./scripts/setup)
   fi
 }
-if [ $warm = 1 ] && [ ! -f benchmarks/.tmp/uv-cache.filled ]; then
+if [ $warm = 1 ]; then
   echo "… filling uv's cache (untimed)"
-  mkdir -p benchmarks/.tmp
   copy "$work/fill"
-  (cd "$work/fill" && REBENCH_INSTALLER=uv UV_CACHE_DIR="$here/benchmarks/.tmp/uv-cache" ./scripts/setup) >"$work/fill.log" 2>&1 \
-    || { cat "$work/fill.log"; exit 1; }
-  touch benchmarks/.tmp/uv-cache.filled
+  (cd "$work/fill" && REBENCH_INSTALLER=uv ./scripts/setup) >"$work/fill.log" 2>&1 || { cat "$work/fill.log"; exit 1; }
+  rm -rf "$work/fill"
 fi
 for installer in pip uv; do
   dir="$work/$installer"
