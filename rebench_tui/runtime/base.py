@@ -196,6 +196,15 @@ class Sandbox(ABC):
         """Bytes of a sandbox file from ``offset`` on, read as root (b"" if it does not exist)."""
         return b""
 
+    # The `task` command's spool folder as the sandbox sees it (``session/desk.py``): its ``in``
+    # folder the participant writes, the folder itself only root. None: no such folder here.
+    task_dir: str | None = None
+
+    def read_small_file(self, path: str, limit: int) -> bytes:
+        """At most ``limit`` bytes of a regular file with one name, read as root, never through a
+        link (b"" if it is absent, or not such a file): for files the participant may have placed."""
+        return b""
+
     supervisor: str = str(SUPERVISOR)  # the command supervisor's path as the sandbox sees it
 
     # -- scorings -------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from .base import (
     supervisor_argv,
 )
 from ..secrets import secrets_env_file
-from .capture import DAEMON, HOOKS
+from .capture import DAEMON, HOOKS, TASK, TASK_DIR
 from .docker_room import HOME_ARCNAME, find_rooms, open_room, remove_room
 from .exec_gate import ExecGate, wait_running
 from .gpus import (HOST_ROOT, LOOK_SCRIPT, NVIDIA_LIB_DIRS, NVIDIA_ROOT, QUERY, QUERY_DEVICES, TOOLKIT_FIX, Gpu, GpuSupport,
@@ -100,6 +100,7 @@ def _add_tools(tar: tarfile.TarFile) -> None:
         _add(tar, f"opt/rebench/lib/{SCORER_LIB_PACKAGE}/{module.name}", module.read_bytes(), 0o644)
     _add(tar, "etc/profile.d", None, 0o755)
     _add(tar, "etc/profile.d/zz-rebench.sh", HOOKS.read_bytes(), 0o644)
+    _add(tar, "usr/local/bin/task", TASK.read_bytes(), 0o755)
 
 
 def _add_protected(tar: tarfile.TarFile, spec: SandboxSpec, progress: ProgressFn) -> None:
@@ -143,7 +144,9 @@ def _setup_steps(container: Any, spec: SandboxSpec, *, fresh: bool) -> list[str]
     steps = ["[ -d /tmp ] || { mkdir -p /tmp && chmod 1777 /tmp; }",
              "grep -q zz-rebench /etc/bash.bashrc 2>/dev/null || echo '. /etc/profile.d/zz-rebench.sh' >> /etc/bash.bashrc",
              f"mkdir -p {CAPTURE_TTY_DIR} && chmod 700 /var/log/rebench",
-             f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}"]
+             f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}",
+             # the `task` command's spool: requests in in/ (the participant's), answers beside it (root's)
+             f"mkdir -p {TASK_DIR}/in && chown root:root {TASK_DIR} {TASK_DIR}/in && chmod 755 {TASK_DIR} && chmod 1733 {TASK_DIR}/in"]
     if any(str(m.get("Destination", "")).startswith(NVIDIA_ROOT) for m in (container.attrs or {}).get("Mounts") or []):
         steps.append(_nvidia_linker_step())
     if fresh:
@@ -387,6 +390,14 @@ class DockerSandbox(Sandbox):
     def read_file(self, path: str, offset: int = 0) -> bytes:
         with self.gate.starting():
             rc, (out, _err) = self.container.exec_run(["tail", "-c", f"+{offset + 1}", path], user="root", demux=True)
+        return (out or b"") if rc == 0 else b""
+
+    task_dir = TASK_DIR
+
+    def read_small_file(self, path: str, limit: int) -> bytes:
+        # find does not follow links (-P); -links 1: not a hard link to a file that only root may read
+        argv = ["find", path, "-maxdepth", "0", "-type", "f", "-links", "1", "-exec", "head", "-c", str(limit), "{}", ";"]
+        rc, (out, _err) = self.container.exec_run(argv, user="root", demux=True)
         return (out or b"") if rc == 0 else b""
 
     def shell_command(self) -> tuple[list[str], dict[str, str] | None, str | None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..catalog import Environment, Profile
+from .capture import TASK
 from .base import ASSETS_DIR, SCORER_LIB, STARTING_SOLUTION_DIR, SUPERVISOR, ExecResult, OutputFn, ProgressFn, Runtime, Sandbox, SandboxSpec, StatusFilter, exec_nonce, supervisor_argv
 
 
@@ -51,6 +53,31 @@ class LocalSandbox(Sandbox):
         self.python = sys.executable
         self._run_dir = str(spec.state_dir / "run")
         self._stopped = False
+        self.task_dir = self._task_spool(spec.state_dir / "task")
+
+    @staticmethod
+    def _task_spool(folder: Path) -> str:
+        """The `task` command's spool folder and a bin folder that puts `task` on the shell's PATH."""
+        (folder / "in").mkdir(parents=True, exist_ok=True)
+        (folder / "bin").mkdir(exist_ok=True)
+        link = folder / "bin" / "task"
+        if not link.is_symlink() or link.resolve() != TASK:
+            link.unlink(missing_ok=True)
+            link.symlink_to(TASK)
+        return str(folder)
+
+    def read_small_file(self, path: str, limit: int) -> bytes:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return b""
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                return b""
+            return os.read(fd, limit)
+        finally:
+            os.close(fd)
 
     def _base_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -172,6 +199,8 @@ class LocalSandbox(Sandbox):
         shell = os.environ.get("SHELL") or shutil.which("bash") or "/bin/sh"
         env = self._base_env()
         env["PS1"] = "(rebench, not isolated) \\w $ "
+        env["REBENCH_TASK_DIR"] = self.task_dir
+        env["PATH"] = f"{self.task_dir}/bin{os.pathsep}{env.get('PATH', '')}"
         return [shell], env, self.home
 
     def is_running(self) -> bool:

@@ -24,6 +24,7 @@ from ..scoring import Attempt
 from ..store import Store
 from ..trajectory.records import CountingScore, Participant, ScoreRecord, SessionMeta
 from .core import SessionCore
+from .desk import Desk
 from .ending import Ending
 from .events import Listener, SessionEvent
 from .interrupted import settle_interrupted_scoring
@@ -49,6 +50,7 @@ class Session:
         self.recording = Recording(core)
         self.scorer = Scorer(core, self.recording)
         self.ending = Ending(core, self.scorer, self.time)
+        self.desk = Desk(self)  # carries out the shell's `task` requests once started (the app does)
         self.lock = SessionLock(folder / LOCK)
         self.resume_notes: list[str] = []  # what the participant is told on reopening (the screen, the CLI)
 
@@ -186,6 +188,7 @@ class Session:
     def close(self, *, pause_clock: bool | None = True) -> None:
         """Leave the app. The container keeps running (a finished session's stops if it holds GPUs, to free
         them). The clock pauses (True), keeps running (False, the participant's choice), or is left (None)."""
+        self.desk.stop()
         self.recording.stop()
         self.ending.release_gpus()
         self.ending.closing(pause_clock)  # the row that says it was closed, not interrupted

@@ -178,6 +178,7 @@ class RebenchApp(App[None]):
     def _start_recording(self) -> None:
         self.session.start_watching()
         self.session.start_capture()
+        self.session.desk.start()  # the shell's `task` commands, carried out by the session's own commands
 
     # -- clock ----------------------------------------------------------------------------
     def refresh_clock(self) -> None:

@@ -16,7 +16,7 @@ from rebench_tui.tui.keymap import load_keymap
 
 PKG = Path(rebench_tui.__file__).parent
 # Run where the package is not: inside containers (the scorer helpers) or with `python -I -S`.
-STANDALONE = {PKG / "runtime" / "supervise.py"}
+STANDALONE = {PKG / "runtime" / "supervise.py", PKG / "runtime" / "capture" / "task.py"}  # run in containers
 STANDALONE_DIRS = {PKG / "runtime" / "lib"}
 
 

@@ -41,13 +41,16 @@ def test_hostile_arenas_fail_rather_than_skip_without_an_engine_under_require_do
     assert "REBENCH_REQUIRE_DOCKER=1 but no Docker engine answers" in p.stdout
 
 
-def test_the_readme_opens_with_the_commands_and_times_and_ci_runs_its_test_command():
+def test_the_readme_opens_with_the_two_commands_the_development_page_times_them_and_ci_runs_the_test_command():
     block = (ROOT / "README.md").read_text(encoding="utf-8").split("```bash", 1)[1].split("```", 1)[0]
     lines = [line for line in block.strip().splitlines()]
-    assert lines[0].startswith("./scripts/start "), lines
-    fast = next(line for line in lines if line.startswith("./scripts/test --fast"))
-    full = next(line for line in lines if line.split("#")[0].strip() == "./scripts/test")
-    assert "minutes here" in fast and "minutes here" in full, lines
+    assert [line.split("#")[0].strip() for line in lines] == ["./scripts/start triton_cumsum", "./scripts/test"], lines
+    assert "embedded default" in lines[0]
+    dev = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    block = dev.split("## Testing", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    fast = next(line for line in block.splitlines() if line.startswith("./scripts/test --fast"))
+    full = next(line for line in block.splitlines() if line.split("#")[0].strip() == "./scripts/test")
+    assert "minutes here" in fast and "minutes here" in full, block
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert "./scripts/test" in ci and "export REBENCH_REQUIRE_DOCKER=1" in ci, ci
     script = (ROOT / "scripts" / "test").read_text(encoding="utf-8")

@@ -43,6 +43,22 @@ __rb_preexec() {
   [ -n "${REBENCH_TTYLOG:-}" ] && printf '\033]7770;start;%s\007' "$__rb_seq"
   return 0
 }
+# The session's time left in the prompt and its warnings before the next prompt, from the files the
+# app keeps in the `task` command's spool folder (read with builtins: no process is started).
+__rb_task=${REBENCH_TASK_DIR:-/run/rebench-task}
+__rb_left=
+__rb_wseen=
+[ -r "$__rb_task/warning" ] && read -r __rb_wseen __rb_wtext < "$__rb_task/warning"
+__rb_task_prompt() {
+  __rb_left=
+  [ -r "$__rb_task/prompt" ] && IFS= read -r __rb_left < "$__rb_task/prompt"
+  local seq text
+  if [ -r "$__rb_task/warning" ] && read -r seq text < "$__rb_task/warning" && [ "$seq" != "$__rb_wseen" ]; then
+    __rb_wseen=$seq
+    printf '\n[rebench] %s\n' "$text" >&2
+  fi
+  case $PS1 in *__rb_left*) ;; *) PS1='${__rb_left:+[$__rb_left] }'"$PS1" ;; esac
+}
 __rb_precmd() {
   local rc=${__rb_rc:-0}
   if [ "$__rb_armed" = 0 ] && [ "$__rb_seq" -gt 0 ]; then
@@ -50,6 +66,7 @@ __rb_precmd() {
     __rb_now
     __rb_send "end $$ $__rb_seq $__rb_t $rc"$'\n'
   fi
+  __rb_task_prompt  # after the end marker: a warning is not part of the command's output
   __rb_armed=1
   return 0
 }
