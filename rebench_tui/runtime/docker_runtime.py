@@ -381,7 +381,8 @@ class DockerSandbox(Sandbox):
         return (out or b"").decode(errors="replace")
 
     def copy_in(self, src: Path, dest: str) -> None:
-        self.container.put_archive(dest, _tar_of(src))
+        with self.gate.starting():
+            self.container.put_archive(dest, _tar_of(src))
 
     def copy_out(self, src: str, dest: Path) -> list[str]:
         stream, _stat = self.container.get_archive(src)
@@ -397,7 +398,8 @@ class DockerSandbox(Sandbox):
     def read_small_file(self, path: str, limit: int) -> bytes:
         # find does not follow links (-P); -links 1: not a hard link to a file that only root may read
         argv = ["find", path, "-maxdepth", "0", "-type", "f", "-links", "1", "-exec", "head", "-c", str(limit), "{}", ";"]
-        rc, (out, _err) = self.container.exec_run(argv, user="root", demux=True)
+        with self.gate.starting():
+            rc, (out, _err) = self.container.exec_run(argv, user="root", demux=True)
         return (out or b"") if rc == 0 else b""
 
     def shell_command(self) -> tuple[list[str], dict[str, str] | None, str | None]:
