@@ -470,15 +470,15 @@ class RebenchApp(App[None]):
 
     def action_help(self) -> None:
         keys = self.active_bindings
-        lines = ["# Keys", "", "| key | does |", "|---|---|"]
+        lines = ["Keys", ""]
         for b in self.BINDINGS:
             if isinstance(b, Binding) and b.show or b.id == "cancel_score":
                 shown = self.get_key_display(next((ab.binding for ab in keys.values() if ab.binding.id == b.id), b))
-                lines.append(f"| `{shown}` | {b.description} |")
-        lines += ["", "Remap keys in a keymap file (`binding id = \"key\"`): ids are "
-                  + ", ".join(f"`{b.id}`" for b in self.BINDINGS if isinstance(b, Binding) and b.id) + ".",
-                  "", "`ctrl+p` opens the command palette, which lists these commands too.",
-                  "", f"Session folder: `{self.session.folder}`"]
+                lines.append(f"  {shown:<6} {PALETTE.get(b.id, 'Quit (asks first: pause the clock or keep it running)')}")
+        lines += ["  ctrl+p the command palette, which lists these commands too",
+                  "", "Remap keys in a keymap file (binding id = \"key\"); the ids are "
+                  + ", ".join(b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id) + ".",
+                  "", f"Session folder: {self.session.folder}"]
         self.push_screen(HelpScreen("\n".join(lines)))
 
     def action_quit_confirm(self) -> None:

@@ -6,9 +6,9 @@ from typing import Generic, TypeVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Markdown
+from textual.widgets import Button, Input, Label, Static
 
 T = TypeVar("T")
 
@@ -26,7 +26,7 @@ class Dialog(ModalScreen[T], Generic[T]):
     Dialog > Vertical { width: 76; max-width: 95%; height: auto; max-height: 90%; border: thick $primary;
                         background: $surface; padding: 1 2; }
     Dialog Label { width: 1fr; margin-bottom: 1; }
-    Dialog Markdown { height: auto; max-height: 30; }
+    Dialog #help-text { height: auto; max-height: 60vh; }
     Dialog Horizontal { height: auto; margin-top: 1; }
     Dialog Button { margin-right: 1; }
     """
@@ -114,7 +114,8 @@ class HelpScreen(Dialog[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Markdown(self.text)
+            with VerticalScroll(id="help-text"):  # a short terminal scrolls the text, the Close button stays
+                yield Static(self.text, markup=False, id="help-body")
             yield Button("Close", id="close")
 
     def on_button_pressed(self, _event: Button.Pressed) -> None:
