@@ -545,8 +545,11 @@ def score(session_id: str | None, sessions_dir: Path | None) -> None:
     if rec is None:
         err.print("scoring cancelled")
         return
+    from .scoring import message_words
+
     shown = "hidden" if session.hidden else f"{rec.score:.6g} (normalized {rec.normalized:.4g})"
-    out.print(f"scoring {rec.attempt}: score {shown} {'' if session.hidden else rec.message}", highlight=False)
+    said = "" if session.hidden or not rec.message else f"; the scorer says: {message_words(rec.message)}"
+    out.print(f"scoring {rec.attempt}: score {shown}{said}", highlight=False, markup=False)
     best = session.final()  # re-scores of unchanged files count with their median (scoring.counting_attempt)
     if best is not None and not session.hidden:
         how = (f"scoring {best.representative}" if best.n == 1 else

@@ -454,6 +454,21 @@ def running_counting(scores: Sequence[float], aggregation: Aggregation,
     return _plain(aggregation).running(scores, fingerprints)
 
 
+def message_words(message: dict[str, Any]) -> str:
+    """A scorer's message as a reader takes it: "answer 7; secret ok: yes", not a Python dict.
+    Numbers to 4 significant digits, flags as yes/no, anything nested as compact JSON."""
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        if isinstance(v, (dict, list)):
+            return json.dumps(v, default=str, separators=(", ", ": "))
+        return str(v)
+
+    return "; ".join(f"{str(k).replace('_', ' ')}: {value(v)}" for k, v in message.items())
+
+
 def json_score(score: float) -> float | str:
     """A score as Vivaria's trace schema accepts it: finite numbers, or the strings NaN/Infinity/-Infinity."""
     if math.isnan(score):

@@ -223,8 +223,8 @@ class RebenchApp(App[None]):
             case FilesRecorded(changes=changes, raw_events=raw):
                 feed.add_batch(list(changes), raw)
             case CommandsRecorded():
-                for line in event.lines():
-                    feed.add_line(line)
+                for when, line in event.feed_items():
+                    feed.add_line(line, stamp=when)
             case ScoreRecorded():
                 self._score_recorded(event)
             case ScoringCancelled():

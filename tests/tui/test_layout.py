@@ -201,3 +201,29 @@ def test_the_chart_line_is_the_counting_score_as_steps():
     assert (xs, ys) == ([1.0, 2.0, 2.0, 3.0, 3.0], [7.0, 7.0, 4.0, 4.0, 5.0])  # held until a scoring moves it
     assert counting_steps([1.0, 2.0], [float("nan"), 3.0]) == ([2.0], [3.0])
     assert COUNTS_LABEL == "counts if it ended here"
+
+
+async def test_the_feed_shows_a_command_at_the_time_it_ran_and_its_missing_exit_status_in_words(toy_session):
+    import time
+
+    from rebench_tui.session.events import CommandsRecorded
+    from rebench_tui.tui.messages import SessionUpdate
+
+    ran = time.mktime((2026, 1, 1, 9, 15, 30, 0, 0, -1))  # local time 09:15:30, long before the rows are read
+    rows = ({"type": "action", "action": {"type": "run_bash", "id": "7-1", "started_at": int(ran * 1000)}},
+            {"type": "observation", "observation": {"id": "7-1", "exit_status": None, "started_at": int(ran * 1000)}},
+            {"type": "log", "content": ["$ exit  (exit None, 0.0 s, in /home/agent)",
+                                        {"event": "command", "id": "7-1", "command": "exit", "exit_status": None,
+                                         "cwd": "/home/agent", "duration_s": 0.0, "notes": ["the shell exited"]}],
+             "attributes": {"title": "command"}},
+            {"type": "log", "content": ["$ make  (exit 2, 3.2 s, in /home/agent)",
+                                        {"event": "command", "id": "7-0", "command": "make", "exit_status": 2,
+                                         "cwd": "/home/agent", "duration_s": 3.2}], "attributes": {"title": "command"}})
+    app = _app(toy_session())
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.post_message(SessionUpdate(CommandsRecorded(rows)))
+        await pilot.pause()
+        feed = _feed(app)
+        assert "09:15:30 $ exit  (the shell exited, 0.0 s, in /home/agent)" in feed
+        assert "exit None" not in feed
+        assert "$ make  (exit 2, 3.2 s, in /home/agent)" in feed  # no start time in the rows: stamped when read

@@ -61,3 +61,23 @@ def test_stop_remove_refuses_a_live_session_without_force(toy_session):
     # --force goes on (a local session has no container: it says so and removes nothing)
     r = CliRunner().invoke(main, ["stop", s.id, "--remove", "--force", "--sessions-dir", str(s.folder.parent)])
     assert r.exit_code == 0 and "no container" in r.output, r.output
+
+
+def test_score_prints_the_scorers_message_as_words_not_a_python_dict(toy_session, monkeypatch):
+    from tests.conftest import FIXTURE_ENVS
+
+    s = toy_session()
+    (s.workspace / "solution" / "answer.txt").write_text("4\n")
+    s.close(pause_clock=True)
+    monkeypatch.setenv("REBENCH_ENVIRONMENTS_DIR", str(FIXTURE_ENVS))
+    r = CliRunner().invoke(main, ["score", s.id, "--sessions-dir", str(s.folder.parent)])
+    assert r.exit_code == 0, r.output
+    assert "scoring 1: score 4 (normalized 0.75); the scorer says: answer: 4" in r.output
+    assert "{" not in r.output and "'" not in r.output
+
+
+def test_message_words():
+    from rebench_tui.scoring import message_words
+
+    assert message_words({"answer": 7, "secret_ok": True, "time_ms": 0.123456, "parts": [1, 2]}) == \
+        "answer: 7; secret ok: yes; time ms: 0.1235; parts: [1, 2]"
