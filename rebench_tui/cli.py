@@ -1081,6 +1081,9 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 @click.option("--rule", type=click.Choice(["paper", "robust"]), default="paper", show_default=True,
               help="how every run is counted, human or agent: paper = the best single scoring (comparable with METR's "
                    "numbers); robust = attempts' medians and the finish's recount (runs without fingerprints are left out)")
+@click.option("--mix-profiles", is_flag=True,
+              help="keep human sessions of a profile other than gpu (smoke) in the one human group with GPU-setting "
+                   "runs; by default they are a group of their own, human (smoke)")
 @click.option("--participant", "participants", multiple=True, help="only human sessions of this participant id (repeatable)")
 @click.option("--ai-tools", type=click.Choice(["yes", "no", "unknown"]), default=None,
               help="only human sessions whose participant could (yes) or could not (no) use AI tools")
@@ -1089,7 +1092,8 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
             envs: tuple[str, ...], budgets: tuple[str, ...], k_max: int | None, n_boot: int, seed: int, level: float,
             task: str | None, label: str | None, profile: str, anchors: str | None, finished_only: bool,
             paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool, study_url: str | None,
-            rule: str, participants: tuple[str, ...], ai_tools: str | None, internet: bool | None) -> None:
+            rule: str, mix_profiles: bool, participants: tuple[str, ...], ai_tools: str | None,
+            internet: bool | None) -> None:
     """Compare human sessions with agent runs: best-so-far score vs working time, finals, score@k.
 
     SOURCES: session ids or folders, Inspect logs (.eval/.json), Vivaria JSON/JSONL (trace entries,
@@ -1113,7 +1117,7 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     got = gather(sources, resolver, sessions_dir=settings.sessions, humans_dirs=humans_dirs, no_humans=no_humans,
                  envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only,
                  runs=_study_runs(study_url, resolver, settings) if study_url else (),
-                 who=HumanFilter(participants, ai_tools, internet))
+                 who=HumanFilter(participants, ai_tools, internet), mix_profiles=mix_profiles)
     _say_gathered(got)
     result = run_compare(got.runs, budgets=list(budgets), k_max=k_max, n_boot=n_boot,
                          seed=seed, level=level, rule=rule)

@@ -7,7 +7,7 @@ human run, every session in the sessions folder (unless ``--no-humans``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -53,11 +53,38 @@ class Gathered:
     notes: list[str] = field(default_factory=list)
 
 
+def session_profile(run: Run) -> str | None:
+    """The profile a human session was recorded in (its origin ``session:<profile>``), else None."""
+    origin = run.env.origin or ""
+    return origin.split(":", 1)[1] if run.human and origin.startswith("session:") else None
+
+
+def separate_settings(runs: Sequence[Run]) -> tuple[list[Run], list[Run]]:
+    """Human sessions of a profile other than gpu, on an environment where the comparison also
+    holds runs of another setting (GPU sessions, agent runs), become a group of their own
+    ("human (smoke)"), so no group averages a CPU smoke session with H100 runs. Where an
+    environment's runs all share one profile (a smoke-only comparison), nothing changes.
+    Returns the runs (in order) and those set apart."""
+    by_env: dict[str, set[str | None]] = {}
+    for r in runs:
+        by_env.setdefault(r.env_id, set()).add(session_profile(r) or "gpu")
+    out, apart = [], []
+    for r in runs:
+        p = session_profile(r)
+        if p is not None and p != "gpu" and len(by_env[r.env_id]) > 1:
+            r = replace(r, setting_group=p)
+            apart.append(r)
+        out.append(r)
+    return out, apart
+
+
 def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path, humans_dirs: Sequence[Path] = (),
            no_humans: bool = False, envs: Sequence[str] = (), finished_only: bool = False, task: str | None = None,
            label: str | None = None, paper_setting_only: bool = False, runs: Sequence[Run] = (),
-           who: HumanFilter | None = None) -> Gathered:
-    """``runs``: runs read elsewhere (a study's witnessed sessions), compared with the sources'."""
+           who: HumanFilter | None = None, mix_profiles: bool = False) -> Gathered:
+    """``runs``: runs read elsewhere (a study's witnessed sessions), compared with the sources'.
+    ``mix_profiles``: keep human sessions of a smaller profile in the one ``human`` group with
+    those of the GPU setting (by default they form a group of their own: separate_settings)."""
     loaded = load_sources(sources, resolver, sessions_dir=sessions_dir, task=task, label=label)
     loaded.add(runs)
     for folder in humans_dirs:
@@ -86,6 +113,12 @@ def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path,
     elif off:
         out.warnings += [f"{r.run_id}: not in the paper's setting: differs in {', '.join(r.setting_differs)} "
                          "(`rebench-tui list -v` says how; --paper-setting-only leaves such runs out)" for r in off]
+    if not mix_profiles:
+        out.runs, apart = separate_settings(out.runs)
+        if apart:
+            out.notes.append(f"{len(apart)} human session(s) of a profile other than gpu are a group of their own "
+                             f"({', '.join(sorted({r.group for r in apart}))}), not beside the GPU setting's runs "
+                             "(--mix-profiles puts them in one group)")
     for r in out.runs:
         out.notes += [f"{r.run_id}: {n}" for n in r.notes if n.startswith("profile")]
     out.warnings += resolver.warnings
