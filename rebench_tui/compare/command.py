@@ -53,10 +53,15 @@ class Gathered:
     notes: list[str] = field(default_factory=list)
 
 
-def session_profile(run: Run) -> str | None:
-    """The profile a human session was recorded in (its origin ``session:<profile>``), else None."""
+def run_setting(run: Run) -> str | None:
+    """The profile a run was made in: a session's own (origin ``session:<profile>``), the catalog
+    profile an agent run was read by (``catalog:<profile>``), gpu for a run of METR's published
+    tasks; None for a log that carries its own rule and says nothing of its setting."""
     origin = run.env.origin or ""
-    return origin.split(":", 1)[1] if run.human and origin.startswith("session:") else None
+    kind, _, profile = origin.partition(":")
+    if kind in ("session", "catalog") and profile:
+        return profile
+    return "gpu" if kind == "published" else None
 
 
 def separate_settings(runs: Sequence[Run]) -> tuple[list[Run], list[Run]]:
@@ -67,15 +72,25 @@ def separate_settings(runs: Sequence[Run]) -> tuple[list[Run], list[Run]]:
     Returns the runs (in order) and those set apart."""
     by_env: dict[str, set[str | None]] = {}
     for r in runs:
-        by_env.setdefault(r.env_id, set()).add(session_profile(r) or "gpu")
+        setting = run_setting(r)
+        if setting is not None:
+            by_env.setdefault(r.env_id, set()).add(setting)
     out, apart = [], []
     for r in runs:
-        p = session_profile(r)
-        if p is not None and p != "gpu" and len(by_env[r.env_id]) > 1:
+        p = run_setting(r)
+        if r.human and p not in (None, "gpu") and len(by_env.get(r.env_id, ())) > 1:
             r = replace(r, setting_group=p)
             apart.append(r)
         out.append(r)
     return out, apart
+
+
+def _keep_settings_apart(out: "Gathered") -> None:
+    out.runs, apart = separate_settings(out.runs)
+    if apart:
+        out.notes.append(f"{len(apart)} human session(s) of a profile other than gpu are a group of their own "
+                         f"({', '.join(sorted({r.group for r in apart}))}), not beside the GPU setting's runs "
+                         "(--mix-profiles puts them in one group)")
 
 
 def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path, humans_dirs: Sequence[Path] = (),
@@ -114,11 +129,7 @@ def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path,
         out.warnings += [f"{r.run_id}: not in the paper's setting: differs in {', '.join(r.setting_differs)} "
                          "(`rebench-tui list -v` says how; --paper-setting-only leaves such runs out)" for r in off]
     if not mix_profiles:
-        out.runs, apart = separate_settings(out.runs)
-        if apart:
-            out.notes.append(f"{len(apart)} human session(s) of a profile other than gpu are a group of their own "
-                             f"({', '.join(sorted({r.group for r in apart}))}), not beside the GPU setting's runs "
-                             "(--mix-profiles puts them in one group)")
+        _keep_settings_apart(out)
     for r in out.runs:
         out.notes += [f"{r.run_id}: {n}" for n in r.notes if n.startswith("profile")]
     out.warnings += resolver.warnings

@@ -246,7 +246,8 @@ class RebenchApp(App[None]):
                 else:
                     counted = (f" Counts: {_fmt(counting.score)} (normalized {fmt_normalized(counting.normalized)}), "
                                f"{counting_words(counting)}.")
-                    self.query_one(FileFeed).add_line(f"the finish: counts {_fmt(counting.score)}, {counting_words(counting)}")
+                    self.query_one(FileFeed).add_line(f"the finish: counts {_fmt(counting.score)}, {counting_words(counting)}",
+                                                      stamp=self.session.clock.time())
                 self.notify(f"Session finished ({reason}).{counted} Records are complete; press q to quit.", timeout=30)
             case RecordingTrouble(text=text):
                 self.notify(text, severity="error", timeout=20)
@@ -364,7 +365,7 @@ class RebenchApp(App[None]):
             done = recount_progress(rec, history)
         else:
             done = final_scored(rec, attempts, runs)
-        self.query_one(FileFeed).add_line(done)
+        self.query_one(FileFeed).add_line(done, stamp=self.session.clock.time())  # the session's clock: tests fix it
         self._finish_done = done
         info = rec.details.get("recount") if rec.recount else None
         if rec.recount and isinstance(info, dict) and isinstance(info.get("run"), int) and info["run"] < info.get("runs", 0):
