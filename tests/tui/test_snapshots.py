@@ -18,6 +18,7 @@ import asyncio
 import fcntl
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,8 @@ def session(fake_clock, monkeypatch):
         fcntl.flock(lock, fcntl.LOCK_EX)  # another run of these tests on this machine waits
         shutil.rmtree(SESSIONS.parent, ignore_errors=True)
         monkeypatch.setattr(opening, "new_session_id", lambda env_id, wall: f"{env_id}-20260101-000000-snap")
+        monkeypatch.setenv("TZ", "UTC")  # the feed's times (the fake clock's) read the same on any machine
+        time.tzset()
         env = load_catalog(FIXTURE_ENVS, KNOWN_IMAGES).get("toy_score")
         s = Session.create(env, "smoke", LocalRuntime(), SESSIONS, clock=fake_clock, store=Store(SESSIONS))
         yield s
