@@ -123,12 +123,57 @@ def _print_error(exc: RebenchError) -> None:
         err.print(f"[bold]next:[/bold] {escape(exc.fix)}", highlight=False)
 
 
+# `rebench-tui --help` lists the commands in these groups, each with an example; a command not named
+# here is listed under "Other".
+HELP_GROUPS = (
+    ("Sessions (a participant's)", ("start", "resume", "score", "finish", "stop"),
+     "rebench-tui start triton_cumsum --time-limit 8h"),
+    ("Records", ("sessions", "verify", "repair", "export", "compare"),
+     "rebench-tui compare --env triton_cumsum"),
+    ("Study (several participants, one collector)", ("study", "collector"),
+     "rebench-tui study status https://collector.example:8765"),
+    ("Environments and machines", ("list", "doctor", "prepare", "calibrate", "images", "hosts"),
+     "rebench-tui doctor triton_cumsum"),
+)
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def first_sentence(text: str) -> str:
+    """A command's help up to its first sentence's end, whole (click's own cuts at 45 characters)."""
+    flat = " ".join(text.split("\b")[0].split())
+    for end in (". ", ".\n"):
+        if end in flat:
+            return flat[: flat.index(end) + 1]
+    return flat
+
+
 class _Group(click.Group):
     def make_context(self, info_name, args, parent=None, **extra):  # `rebench-tui --bogus`
         try:
             return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `rebench-tui`: the help, not an error
+            click.echo(exc.ctx.get_help() if exc.ctx is not None else self.get_help(click.Context(self)))
+            sys.exit(0)
         except click.UsageError as exc:
             _usage_error(exc)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands in groups (HELP_GROUPS), each with its first sentence whole and an example."""
+        if ctx.parent is not None:  # a group under main (images) lists its commands plainly
+            return super().format_commands(ctx, formatter)
+        names = set(self.list_commands(ctx))
+        placed: set[str] = set()
+        for title, members, example in HELP_GROUPS:
+            rows = [(n, first_sentence(self.commands[n].help or "")) for n in members if n in names]
+            placed.update(members)
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+                    formatter.write_text(f"e.g. {example}")
+        rest = [(n, first_sentence(self.commands[n].help or "")) for n in sorted(names - placed)]
+        if rest:
+            with formatter.section("Other"):
+                formatter.write_dl(rest)
 
     def invoke(self, ctx: click.Context):  # one place turns our errors into readable exits
         try:
@@ -144,7 +189,7 @@ sessions_dir_opt = click.option("--sessions-dir", type=click.Path(file_okay=Fals
                                 help="where session folders live (default: sessions/ in the project, or $REBENCH_SESSIONS_DIR)")
 
 
-@click.group(cls=_Group)
+@click.group(cls=_Group, context_settings=CONTEXT)
 @click.version_option(package_name="rebench-tui")
 def main() -> None:
     """A terminal workstation for human attempts at the RE-Bench environments."""
@@ -519,8 +564,11 @@ def score(session_id: str | None, sessions_dir: Path | None) -> None:
     if rec is None:
         err.print("scoring cancelled")
         return
+    from .scoring import message_words
+
     shown = "hidden" if session.hidden else f"{rec.score:.6g} (normalized {rec.normalized:.4g})"
-    out.print(f"scoring {rec.attempt}: score {shown} {'' if session.hidden else rec.message}", highlight=False)
+    said = "" if session.hidden or not rec.message else f"; the scorer says: {message_words(rec.message)}"
+    out.print(f"scoring {rec.attempt}: score {shown}{said}", highlight=False, markup=False)
     best = session.final()  # re-scores of unchanged files count with their median (scoring.counting_attempt)
     if best is not None and not session.hidden:
         how = (f"scoring {best.representative}" if best.n == 1 else
@@ -715,14 +763,26 @@ def _damaged_sessions(sessions: Path, rows: list[dict], listed_all: bool) -> dic
 @main.command()
 @click.argument("session_id")
 @click.option("--remove", is_flag=True, help="also remove the container (the session folder stays)")
+@click.option("--force", is_flag=True, help="with --remove: remove the container of a session that is not finished or is open")
 @sessions_dir_opt
-def stop(session_id: str, remove: bool, sessions_dir: Path | None) -> None:
+def stop(session_id: str, remove: bool, force: bool, sessions_dir: Path | None) -> None:
     """Stop a session's container. Records and workspace files stay in the session folder."""
     from .session import SessionMeta
+    from .session.layout import LOCK
+    from .session.lock import SessionLock
 
     settings = _settings(sessions_dir)
     folder = workstation.find_session(settings.sessions, session_id)
     meta = SessionMeta.load(folder / META)
+    if remove and not force:
+        holder = SessionLock(folder / LOCK).live_holder()
+        live = ([f"it is open in an app (PID {holder.get('pid')} on {holder.get('host')})"] if holder else []) + (
+            ["it is not finished: removing its container ends the participant's way back into it"]
+            if meta.status != "finished" else [])
+        if live:
+            raise UsageError(f"{meta.id} is live: " + "; ".join(live), kept="the session and its container, untouched",
+                             fix=f"finish it first (`rebench-tui finish {meta.id}`), or `rebench-tui stop {meta.id}` "
+                                 f"without --remove, or add --force to remove it anyway")
     if meta.runtime != "docker":
         err.print("local sessions have no container to stop")
         return
@@ -842,7 +902,7 @@ def images_build(names: tuple[str, ...], host: str | None) -> None:
 
 @main.command()
 @click.argument("env_id", required=False)
-@click.option("--profile", type=click.Choice(["gpu", "smoke"]), default=None, help="default: the gpu profile where the environment has one")
+@click.option("--profile", type=click.Choice(["gpu", "smoke"]), default=None, help="default: the one `start` would pick here (gpu where the engine gives containers GPUs, else smoke)")
 @click.option("--host", default=None, help="Docker engine to check, e.g. ssh://user@gpu-host (default: DOCKER_HOST or the local socket)")
 def doctor(env_id: str | None, profile: str | None, host: str | None) -> None:
     """Check that this machine (or --host) can run ENV_ID: engine, API, GPU mode, GPUs,
@@ -855,7 +915,12 @@ def doctor(env_id: str | None, profile: str | None, host: str | None) -> None:
     if host is not None:
         host = resolve_host(host, load_hosts(settings.hosts_path))
     env = workstation.catalog(settings).get(env_id) if env_id else None
-    doc = Doctor(settings, env, profile or ("gpu" if env and "gpu" in env.profile_names else None), host)
+    picked = []
+    if env is not None and profile is None:
+        profile, picked = _profile_start_picks(env, settings, host)
+    doc = Doctor(settings, env, profile, host)
+    for why in picked:
+        out.print(f"[yellow]note:[/yellow] {escape(why)}", highlight=False)
     findings = doc.run()
     where = host or settings.docker_host or "the local engine"
     out.print(f"[bold]doctor[/bold]: {env_id + ' (' + doc.profile.name + ' profile) on ' if doc.profile else ''}{where}", highlight=False)
@@ -870,6 +935,18 @@ def doctor(env_id: str | None, profile: str | None, host: str | None) -> None:
         err.print(f"[bold red]{len(failed)} check(s) failed:[/bold red] {', '.join(failed)}", highlight=False)
         sys.exit(1)
     out.print("[green]ready[/green]" + (f" to start {env_id}" if env_id else ""))
+
+
+def _profile_start_picks(env, settings: Settings, host: str | None) -> tuple[str | None, list[str]]:
+    """The profile `start ENV` would pick here (gpu where the engine gives containers GPUs, else
+    smoke), with why; where no engine answers, the gpu profile (doctor then says what is missing)."""
+    try:
+        choice = workstation.choose(env, settings, runtime="docker", host=host)
+    except RebenchError:
+        return ("gpu" if "gpu" in env.profile_names else None), []
+    return choice.profile, [f"checking the {choice.profile} profile, the one `rebench-tui start {env.id}` picks here: {r}"
+                            for r in choice.reasons] or [f"checking the {choice.profile} profile, the one "
+                                                         f"`rebench-tui start {env.id}` picks here"]
 
 
 @main.command("hosts")
@@ -1023,6 +1100,9 @@ def export(session_ids: tuple[str, ...], fmt: str, output: Path | None, all_sess
 @click.option("--rule", type=click.Choice(["paper", "robust"]), default="paper", show_default=True,
               help="how every run is counted, human or agent: paper = the best single scoring (comparable with METR's "
                    "numbers); robust = attempts' medians and the finish's recount (runs without fingerprints are left out)")
+@click.option("--mix-profiles", is_flag=True,
+              help="keep human sessions of a profile other than gpu (smoke) in the one human group with GPU-setting "
+                   "runs; by default they are a group of their own, human (smoke)")
 @click.option("--participant", "participants", multiple=True, help="only human sessions of this participant id (repeatable)")
 @click.option("--ai-tools", type=click.Choice(["yes", "no", "unknown"]), default=None,
               help="only human sessions whose participant could (yes) or could not (no) use AI tools")
@@ -1031,7 +1111,8 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
             envs: tuple[str, ...], budgets: tuple[str, ...], k_max: int | None, n_boot: int, seed: int, level: float,
             task: str | None, label: str | None, profile: str, anchors: str | None, finished_only: bool,
             paper_setting_only: bool, out_dir: Path | None, png: bool, html: bool, csv_: bool, tui: bool, study_url: str | None,
-            rule: str, participants: tuple[str, ...], ai_tools: str | None, internet: bool | None) -> None:
+            rule: str, mix_profiles: bool, participants: tuple[str, ...], ai_tools: str | None,
+            internet: bool | None) -> None:
     """Compare human sessions with agent runs: best-so-far score vs working time, finals, score@k.
 
     SOURCES: session ids or folders, Inspect logs (.eval/.json), Vivaria JSON/JSONL (trace entries,
@@ -1055,7 +1136,7 @@ def compare(sources: tuple[str, ...], humans_dirs: tuple[Path, ...], no_humans: 
     got = gather(sources, resolver, sessions_dir=settings.sessions, humans_dirs=humans_dirs, no_humans=no_humans,
                  envs=envs, finished_only=finished_only, task=task, label=label, paper_setting_only=paper_setting_only,
                  runs=_study_runs(study_url, resolver, settings) if study_url else (),
-                 who=HumanFilter(participants, ai_tools, internet))
+                 who=HumanFilter(participants, ai_tools, internet), mix_profiles=mix_profiles)
     _say_gathered(got)
     result = run_compare(got.runs, budgets=list(budgets), k_max=k_max, n_boot=n_boot,
                          seed=seed, level=level, rule=rule)

@@ -145,17 +145,20 @@ def parse_scorer_output(channel: str | None, stdout: str, stderr: str, exit_code
     return ScoreResult(score, message, details)
 
 
-def normalize(score: float, start: float, reference: float) -> float:
+def normalize(score: float, start: float, reference: float, *, clip: bool = True) -> float:
     """``(y - start) / (reference - start)``: 0 at the starting solution, 1 at the reference.
 
-    Worse than the start clips to 0; above 1 is kept. The same formula serves lower-is-better
-    scores because the denominator carries the sign.
+    ``clip``: worse than the start counts as 0 (the comparisons' method, like the paper's figures);
+    a session's own records and screen pass ``clip=False`` and keep the real value (-0.33 is a
+    third of the way further from the reference than the start, which 0 would hide). Above 1 is
+    kept. The same formula serves lower-is-better scores because the denominator carries the sign.
     """
     if not math.isfinite(score):
         return math.nan
     if reference == start:
         raise ValueError("start and reference scores are equal; normalization is undefined")
-    return max(0.0, (score - start) / (reference - start))
+    value = (score - start) / (reference - start) + 0.0  # + 0.0: no "-0.00" at the start
+    return max(0.0, value) if clip else value
 
 
 def is_better(a: float, b: float, direction: Direction) -> bool:
@@ -449,6 +452,21 @@ def running_counting(scores: Sequence[float], aggregation: Aggregation,
                      fingerprints: Sequence[str | None] | None = None) -> list[float]:
     """The counting score after each scoring (NaN until the first valid one); see :meth:`Rule.running`."""
     return _plain(aggregation).running(scores, fingerprints)
+
+
+def message_words(message: dict[str, Any]) -> str:
+    """A scorer's message as a reader takes it: "answer 7; secret ok: yes", not a Python dict.
+    Numbers to 4 significant digits, flags as yes/no, anything nested as compact JSON."""
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        if isinstance(v, (dict, list)):
+            return json.dumps(v, default=str, separators=(", ", ": "))
+        return str(v)
+
+    return "; ".join(f"{str(k).replace('_', ' ')}: {value(v)}" for k, v in message.items())
 
 
 def json_score(score: float) -> float | str:

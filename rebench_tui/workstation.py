@@ -142,9 +142,27 @@ def choose(env: Environment, settings: Settings, *, runtime: RuntimeChoice = "au
             profile = env.profile_names[0]
     elif profile not in env.profile_names:
         raise RebenchError(f"environment {env.id!r} has no profile {profile!r}", fix=f"use one of {env.profile_names}")
+    else:
+        _refuse_gpus_not_given(env, profile, rt)
     for r in reasons:
         say(r)
     return Choice(rt, profile, reasons)
+
+
+def _refuse_gpus_not_given(env: Environment, profile: str, rt: Runtime) -> None:
+    """A profile that needs GPUs, asked for by name, on a Docker engine that gives containers none:
+    refused here, before any image is built or asset fetched (the local runtime runs on the host's
+    own GPUs, if any, and is not checked)."""
+    need = env.profile(profile).gpus
+    if need <= 0 or rt.kind != "docker":
+        return
+    support = rt.gpu_support()
+    if not support.usable:
+        raise RuntimeUnavailable(
+            f"the {profile} profile of {env.id} needs {need} GPU(s), and the engine at {rt.host} gives containers none: {support.summary}",
+            kept="nothing was started: no image built, nothing downloaded, no session folder made",
+            fix=f"`rebench-tui doctor {env.id} --profile {profile}` says what is missing; or start without --profile "
+                "to get the smoke profile (CPU, small sizes)")
 
 
 def runtime_for(meta: SessionMeta, settings: Settings) -> Runtime:

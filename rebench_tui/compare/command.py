@@ -7,7 +7,7 @@ human run, every session in the sessions folder (unless ``--no-humans``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -57,11 +57,53 @@ class Gathered:
     beside: list[str] = field(default_factory=list)
 
 
+def run_setting(run: Run) -> str | None:
+    """The profile a run was made in: a session's own (origin ``session:<profile>``), the catalog
+    profile an agent run was read by (``catalog:<profile>``), gpu for a run of METR's published
+    tasks; None for a log that carries its own rule and says nothing of its setting."""
+    origin = run.env.origin or ""
+    kind, _, profile = origin.partition(":")
+    if kind in ("session", "catalog") and profile:
+        return profile
+    return "gpu" if kind == "published" else None
+
+
+def separate_settings(runs: Sequence[Run]) -> tuple[list[Run], list[Run]]:
+    """Human sessions of a profile other than gpu, on an environment where the comparison also
+    holds runs of another setting (GPU sessions, agent runs), become a group of their own
+    ("human (smoke)"), so no group averages a CPU smoke session with H100 runs. Where an
+    environment's runs all share one profile (a smoke-only comparison), nothing changes.
+    Returns the runs (in order) and those set apart."""
+    by_env: dict[str, set[str | None]] = {}
+    for r in runs:
+        setting = run_setting(r)
+        if setting is not None:
+            by_env.setdefault(r.env_id, set()).add(setting)
+    out, apart = [], []
+    for r in runs:
+        p = run_setting(r)
+        if r.human and p not in (None, "gpu") and len(by_env.get(r.env_id, ())) > 1:
+            r = replace(r, setting_group=p)
+            apart.append(r)
+        out.append(r)
+    return out, apart
+
+
+def _keep_settings_apart(out: "Gathered") -> None:
+    out.runs, apart = separate_settings(out.runs)
+    if apart:
+        out.notes.append(f"{len(apart)} human session(s) of a profile other than gpu are a group of their own "
+                         f"({', '.join(sorted({r.group for r in apart}))}), not beside the GPU setting's runs "
+                         "(--mix-profiles puts them in one group)")
+
+
 def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path, humans_dirs: Sequence[Path] = (),
            no_humans: bool = False, envs: Sequence[str] = (), finished_only: bool = False, task: str | None = None,
            label: str | None = None, paper_setting_only: bool = False, runs: Sequence[Run] = (),
-           who: HumanFilter | None = None) -> Gathered:
-    """``runs``: runs read elsewhere (a study's witnessed sessions), compared with the sources'."""
+           who: HumanFilter | None = None, mix_profiles: bool = False) -> Gathered:
+    """``runs``: runs read elsewhere (a study's witnessed sessions), compared with the sources'.
+    ``mix_profiles``: keep human sessions of a smaller profile in the one ``human`` group with
+    those of the GPU setting (by default they form a group of their own: separate_settings)."""
     loaded = load_sources(sources, resolver, sessions_dir=sessions_dir, task=task, label=label)
     loaded.add(runs)
     for folder in humans_dirs:
@@ -90,6 +132,8 @@ def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path,
     elif off:
         out.warnings += [f"{r.run_id}: not in the paper's setting: differs in {', '.join(r.setting_differs)} "
                          "(`rebench-tui list -v` says how; --paper-setting-only leaves such runs out)" for r in off]
+    if not mix_profiles:
+        _keep_settings_apart(out)
     for r in out.runs:
         out.notes += [f"{r.run_id}: {n}" for n in r.notes if n.startswith("profile")]
     out.runs, out.beside = onto_published(out.runs, resolver)

@@ -574,6 +574,9 @@ def load_sources(sources: Sequence[str | Path], resolver: EnvResolver, *, sessio
     for src in sources:
         path = Path(src)
         if not path.exists():
+            if path.suffix.lower() in INSPECT_SUFFIXES + JSON_SUFFIXES:  # a run file's name, not a session id
+                raise CompareError(f"{src}: no such file (looked in {path.absolute().parent})", kept="nothing was compared",
+                                   fix="check the file's name and folder")
             if sessions_dir is None or isinstance(src, Path) or "/" in str(src):
                 raise CompareError(f"{src}: no such file, folder or session",
                                    fix="name a session id, a session folder, an .eval/.json/.jsonl file or a folder of them")

@@ -313,6 +313,9 @@ class Run:
     budget_s: float | None = None
     started_ms: int | None = None
     ended_ms: int | None = None
+    # A human session's profile where a comparison keeps it apart from runs of another setting
+    # (command.separate_settings): its group is then "human (smoke)", not "human".
+    setting_group: str = ""
 
     @property
     def env_id(self) -> str:
@@ -330,8 +333,11 @@ class Run:
 
     @property
     def group(self) -> str:
-        """Who made it, for grouping: ``human`` or the agent label."""
-        return HUMAN_LABEL if self.human else self.label
+        """Who made it, for grouping: ``human`` (``human (smoke)`` for a session kept apart from
+        runs of another setting) or the agent label."""
+        if not self.human:
+            return self.label
+        return f"{HUMAN_LABEL} ({self.setting_group})" if self.setting_group else HUMAN_LABEL
 
     @property
     def duration_s(self) -> float:

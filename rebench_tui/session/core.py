@@ -105,7 +105,7 @@ class SessionCore:
 
     # -- scores ---------------------------------------------------------------------------
     def normalize(self, score: float) -> float:
-        return normalize(score, self.meta.start_score, self.meta.reference_score)
+        return normalize(score, self.meta.start_score, self.meta.reference_score, clip=False)
 
     def _load_history(self) -> list[ScoreRecord]:
         out: list[ScoreRecord] = []

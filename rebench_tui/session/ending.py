@@ -37,7 +37,8 @@ class Ending:
         self.core.audit.append(log(f"shell opened: {' '.join(argv)}", {"event": "shell_open", "argv": argv}, title="shell"))
 
     def shell_closed(self, exit_code: int | None) -> None:
-        self.core.audit.append(log(f"shell closed (exit {exit_code})", {"event": "shell_close", "exit": exit_code},
+        how = f"exit {exit_code}" if exit_code is not None else "no exit status: it could not be opened"
+        self.core.audit.append(log(f"shell closed ({how})", {"event": "shell_close", "exit": exit_code},
                                    title="shell"))
 
     def app_closed_running(self) -> None:

@@ -32,6 +32,16 @@ class SessionLock:
         except (OSError, ValueError):
             return None
 
+    def live_holder(self) -> dict | None:
+        """Who holds the lock, if it is held: a process alive on this host, or one on another host
+        (which cannot be checked from here). None for no lock or a stale one."""
+        other = self.holder()
+        if not other:
+            return None
+        if other.get("host") == socket.gethostname():
+            return other if isinstance(other.get("pid"), int) and _alive(other["pid"]) else None
+        return other
+
     def acquire(self) -> str | None:
         """Take the lock; returns a note if a stale lock was taken over. Raises if a live app holds it."""
         me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}

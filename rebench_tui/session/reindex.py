@@ -51,13 +51,13 @@ def index_row(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     scores = _scores(folder / AUDIT)
     rows = []
     for i, s in enumerate(scores, start=1):
-        norm = normalize(s["score"], meta.start_score, meta.reference_score)
+        norm = normalize(s["score"], meta.start_score, meta.reference_score, clip=False)
         rows.append({"session_id": meta.id, "attempt": i, "called_at": s["called_at"], "working_s": s["working_s"],
                      "score": s["score"], "normalized": norm, "message": s["message"], "fingerprint": s["fingerprint"]})
     counting = meta.rule().attempt([r["score"] for r in rows], [r["fingerprint"] for r in rows],
                                    [s["recount"] for s in scores])
     best = None if counting is None else {"score": counting.score,
-                                          "normalized": normalize(counting.score, meta.start_score, meta.reference_score)}
+                                          "normalized": normalize(counting.score, meta.start_score, meta.reference_score, clip=False)}
     used = WorkingClock(meta.clock.to_state(), SystemClock()).used()
     return ({"id": meta.id, "env_id": meta.env_id, "task_id": meta.task_id, "profile": meta.profile,
              "runtime": meta.runtime, "host": meta.host, "status": meta.status, "created_at": meta.created_at,

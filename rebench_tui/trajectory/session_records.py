@@ -297,7 +297,7 @@ class SessionRecords:
     # -- scores ------------------------------------------------------------------------------
     def normalize(self, value: float) -> float:
         try:
-            return normalize(value, self.meta.start_score, self.meta.reference_score)
+            return normalize(value, self.meta.start_score, self.meta.reference_score, clip=False)
         except ValueError:
             return math.nan
 

@@ -31,6 +31,7 @@ from ..clock import format_hms
 from ..errors import RebenchError
 from ..scoring import Attempt
 from ..session import Session
+from ..session.ending import counting_words
 from ..session.events import (ClockChanged, CommandsRecorded, FilesRecorded, LinkLost, LinkRestored, NoteSaved,
                               RecordingTrouble, ScoreRecorded, ScoringCancelled, SessionEvent, SessionFinished,
                               TimeWarning)
@@ -40,20 +41,27 @@ from .messages import SessionUpdate
 from .screens.dialogs import HelpScreen, NoteScreen, QuitScreen, SubmitScreen
 from .widgets.countdown import Countdown
 from .widgets.file_feed import FileFeed
-from .widgets.score_history import ScoreChart, ScoreTable, _fmt, fmt_normalized
+from .finish_words import RULE_WORDS, final_scored, recount_progress, rule_sentence, scoring_words
+from .widgets.score_history import ScoreChart, ScoreTable, _fmt, fmt_normalized, message_text
 
 
 class RebenchApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "rebench-tui"
+    # app.tcss lays the screen out by these classes: below 140 columns the instructions, anchors and
+    # setting (the info pane) are hidden until the info key shows them, so the score history keeps
+    # its room; below 36 rows the countdown is one line and the chart smaller.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
     BINDINGS = [
         Binding("s", "score", "Score", id="score"),
         Binding("c", "cancel_score", "Cancel scoring", id="cancel_score", show=False),
-        Binding("p", "pause", "Pause/resume", id="pause"),
+        Binding("p", "pause", "Pause", id="pause"),
         Binding("n", "note", "Note", id="note"),
         Binding("t", "shell", "Shell", id="shell"),
         Binding("x", "submit", "Submit", id="submit"),
         Binding("v", "compare", "Compare", id="compare"),
+        Binding("i", "info", "Info", id="info"),
         Binding("question_mark", "help", "Help", id="help"),
         Binding("q", "quit_confirm", "Quit", id="quit"),
         Binding("ctrl+c", "quit_confirm", "Quit", id="quit_ctrl_c", show=False, priority=True),
@@ -72,6 +80,8 @@ class RebenchApp(App[None]):
         self._cancel = threading.Event()
         self._score_started: float | None = None
         self._finishing = False
+        self._finish_step = ""  # the finish's step under way (final scoring, recount n of N)
+        self._finish_done = ""  # and what its last step gave
         self._link_up = session.link_up
         self._history: tuple[ScoreRecord, ...] = ()
         self.closed_with: str | None = None  # "pause" | "keep" once quit
@@ -83,12 +93,13 @@ class RebenchApp(App[None]):
         with Horizontal(id="main"):
             with VerticalScroll(id="left"):
                 yield Markdown(s.env.instructions, id="instructions")
-            with Vertical(id="right"):
-                yield Countdown(id="countdown")
-                yield Static("", id="best")
+                yield Static("This session", classes="section")
                 yield Static(self._anchors_text(), id="anchors", classes="stale" if self._anchors_stale() else "")
                 yield Static(self._setting_text(), id="setting",
                              classes="differs" if recorded_differences(s.meta.setting) else "")
+            with Vertical(id="right"):
+                yield Countdown(id="countdown")
+                yield Static("", id="best")
                 yield Static("", id="scoring")
                 yield Static("Score history", classes="section")
                 with Vertical(id="history"):
@@ -96,7 +107,7 @@ class RebenchApp(App[None]):
                     yield ScoreChart(s.hidden, s.aggregation, id="score-chart", rule=s.meta.rule())
                 yield Static("Files and commands", classes="section")
                 yield FileFeed(id="files")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)  # ctrl+p still opens it (help says so)
 
     def _anchors_text(self) -> str:
         """Where the start and reference scores that normalize this session come from."""
@@ -117,10 +128,12 @@ class RebenchApp(App[None]):
 
     def _status_text(self, link_up: bool = True) -> str:
         s = self.session
-        warn = "" if s.sandbox.isolated else "  ⚠ NOT ISOLATED (local runtime): commands and the scorer run as you"
-        link = "" if link_up else f"  ⚠ LINK DOWN to {s.sandbox.host}: reconnecting; the clock keeps running, records are kept"
+        # the warnings come first: a narrow terminal cuts the line's end, never them
+        warn = "" if s.sandbox.isolated else "⚠ "
+        why = "" if s.sandbox.isolated else " · commands and the scorer run as you"
+        link = "" if link_up else f"⚠ LINK DOWN to {s.sandbox.host}: reconnecting; the clock keeps running, records are kept · "
         seen = "" if self.witness is None else f" · {self.witness.words()}"
-        return f"{s.meta.title} · {s.status_line()} · session {s.id}{seen}{warn}{link}"
+        return f"{link}{warn}{s.status_line()}{seen} · {s.meta.title} · session {s.id}{why}"
 
     def _show_witness(self) -> None:
         status = self.query_one("#status", Static)
@@ -187,8 +200,7 @@ class RebenchApp(App[None]):
         try:
             self.query_one(Countdown).show(w.remaining(), w.used(), w.limit_s, w.running, s.finished)
             if self._score_started is not None:
-                self.query_one("#scoring", Static).update(
-                    f"scoring… {time.monotonic() - self._score_started:.0f} s (press c to cancel)")
+                self.query_one("#scoring", Static).update(self._scoring_words())
         except NoMatches:  # a last tick while the app is being torn down: its widgets are going
             return
         if s.time.due():
@@ -212,8 +224,8 @@ class RebenchApp(App[None]):
             case FilesRecorded(changes=changes, raw_events=raw):
                 feed.add_batch(list(changes), raw)
             case CommandsRecorded():
-                for line in event.lines():
-                    feed.add_line(line)
+                for when, line in event.feed_items():
+                    feed.add_line(line, stamp=when)
             case ScoreRecorded():
                 self._score_recorded(event)
             case ScoringCancelled():
@@ -230,7 +242,14 @@ class RebenchApp(App[None]):
                 self._scoring_ended()  # a finish with no final scoring (the container was gone) ends "scoring…" too
                 self.refresh_clock()
                 self._show_best(counting, len(self._history))
-                self.notify(f"Session finished ({reason}). Records are complete; press q to quit.", timeout=20)
+                if counting is None or self.session.hidden:
+                    counted = ""
+                else:
+                    counted = (f" Counts: {_fmt(counting.score)} (normalized {fmt_normalized(counting.normalized)}), "
+                               f"{counting_words(counting)}.")
+                    self.query_one(FileFeed).add_line(f"the finish: counts {_fmt(counting.score)}, {counting_words(counting)}",
+                                                      stamp=self.session.clock.time())
+                self.notify(f"Session finished ({reason}).{counted} Records are complete; press q to quit.", timeout=30)
             case RecordingTrouble(text=text):
                 self.notify(text, severity="error", timeout=20)
             case LinkLost(host=host, error=error):
@@ -257,7 +276,7 @@ class RebenchApp(App[None]):
 
     def _show_best(self, best: CountingScore | None, n_scorings: int) -> None:
         meta = self.session.meta
-        rule = {"min": "lowest", "max": "highest", "last": "last valid"}[self.session.aggregation.value]
+        rule = RULE_WORDS[self.session.aggregation.value]
         anchors = f"start {meta.start_score:g}, reference {meta.reference_score:g}"
         if self.session.hidden:
             text = f"{n_scorings} scoring(s) · scores are hidden in this environment"
@@ -268,7 +287,7 @@ class RebenchApp(App[None]):
             if best.recount:  # the finish's fresh scorings of the leading attempt
                 which = f"attempt {best.attempt} recounted at the finish: median of {best.n} fresh scorings, {spread}"
             elif best.n == 1:
-                which = f"scoring {best.representative}, one scoring: no spread yet"
+                which = f"attempt {best.attempt}, scoring {best.representative}, one scoring: no spread yet"
             else:  # re-scores of unchanged files: their median counts, not the luckiest of them
                 which = f"attempt {best.attempt}: median of {best.n} re-scores, {spread}"
             runs = meta.recount_runs
@@ -278,10 +297,18 @@ class RebenchApp(App[None]):
         self.query_one("#best", Static).update(text)
 
     # -- scoring --------------------------------------------------------------------------
+    def _scoring_words(self) -> str:
+        """The scoring line: what runs now (the finish says which of its steps) and for how long."""
+        took = f"{time.monotonic() - self._score_started:.0f} s" if self._score_started is not None else ""
+        if not self._finishing:
+            return f"scoring… {took} (press c to cancel)"
+        done = f"{self._finish_done} · " if self._finish_done else ""
+        return f"{done}{self._finish_step}… {took}"
+
     def _begin_scoring(self) -> None:
         self._cancel.clear()
         self._score_started = time.monotonic()
-        self.query_one("#scoring", Static).update("scoring…")
+        self.query_one("#scoring", Static).update(self._scoring_words())
 
     def _scoring_ended(self) -> None:
         self._score_started = None
@@ -304,6 +331,8 @@ class RebenchApp(App[None]):
     def _take_final(self, submission: str | None = None) -> None:
         """The final scoring, then the finish (the session finishes even if that scoring fails)."""
         self._finishing = True
+        self._finish_step = "the finish: final scoring of your files as they are"
+        self._finish_done = ""
         self._begin_scoring()
         s = self.session
         if submission is None:
@@ -313,15 +342,41 @@ class RebenchApp(App[None]):
 
     def _score_recorded(self, event: ScoreRecorded) -> None:
         attempts = self._show_history(event.history, event.counting)
-        self._scoring_ended()
         rec = event.record
+        if self._finishing and event.final:  # a step of the finish (SessionFinished, which comes after, ends it)
+            self._finish_progress(rec, event.history, attempts)
+            return
+        self._scoring_ended()
+        what = scoring_words(rec, attempts)
         if self.session.hidden:
-            self.notify(f"Scoring {rec.attempt} recorded (scores are hidden in this environment).")
+            self.notify(f"{what[:1].upper()}{what[1:]} recorded (scores are hidden in this environment).")
         elif rec.valid:
-            self.notify(f"Score {rec.attempt}: {_fmt(rec.score)} (normalized {fmt_normalized(rec.normalized)})"
+            self.notify(f"{what[:1].upper()}{what[1:]}: {_fmt(rec.score)} (normalized {fmt_normalized(rec.normalized)})"
                         + _rescore_note(attempts, rec))
         else:
-            self.notify(f"Score {rec.attempt}: NaN — {rec.message}", severity="error", timeout=15)
+            self.notify(f"{what[:1].upper()}{what[1:]}: NaN — {message_text(rec.message)}", severity="error", timeout=15)
+
+    def _finish_progress(self, rec: ScoreRecord, history: tuple[ScoreRecord, ...], attempts: list[Attempt]) -> None:
+        """One step of the finish is recorded: the scoring line says what it gave and what runs now;
+        the feed keeps each step."""
+        runs = self.session.meta.recount_runs
+        if self.session.hidden:
+            done = f"{scoring_words(rec, attempts)} recorded"
+        elif rec.recount:
+            done = recount_progress(rec, history)
+        else:
+            done = final_scored(rec, attempts, runs)
+        self.query_one(FileFeed).add_line(done, stamp=self.session.clock.time())  # the session's clock: tests fix it
+        self._finish_done = done
+        info = rec.details.get("recount") if rec.recount else None
+        if rec.recount and isinstance(info, dict) and isinstance(info.get("run"), int) and info["run"] < info.get("runs", 0):
+            self._finish_step = f"recount {info['run'] + 1} of {info['runs']} of attempt {info.get('of_attempt', '?')}"
+        elif not rec.recount and runs > 0:
+            self._finish_step = f"recount 1 of {runs} of the leading attempt"
+        else:
+            self._finish_step = "writing the finish"
+        self._score_started = time.monotonic()
+        self.query_one("#scoring", Static).update(self._scoring_words())
 
     def action_cancel_score(self) -> None:
         if self._score_started is None:
@@ -388,7 +443,13 @@ class RebenchApp(App[None]):
             if value is not None:
                 self._take_final(value)
 
-        self.push_screen(SubmitScreen(), done)
+        meta = self.session.meta
+        self.push_screen(SubmitScreen(rule_sentence(meta.aggregation, meta.recount_runs, meta.timing)), done)
+
+    def action_info(self) -> None:
+        """Show or hide the info pane (instructions, anchors, setting): hidden by default below 140
+        columns, shown by default above."""
+        self.screen.toggle_class("-info-toggled")
 
     def action_compare(self) -> None:
         self.notify("Comparing with the other sessions of this environment…")
@@ -411,14 +472,15 @@ class RebenchApp(App[None]):
 
     def action_help(self) -> None:
         keys = self.active_bindings
-        lines = ["# Keys", "", "| key | does |", "|---|---|"]
+        lines = ["Keys", ""]
         for b in self.BINDINGS:
             if isinstance(b, Binding) and b.show or b.id == "cancel_score":
                 shown = self.get_key_display(next((ab.binding for ab in keys.values() if ab.binding.id == b.id), b))
-                lines.append(f"| `{shown}` | {b.description} |")
-        lines += ["", "Remap keys in a keymap file (`binding id = \"key\"`): ids are "
-                  + ", ".join(f"`{b.id}`" for b in self.BINDINGS if isinstance(b, Binding) and b.id) + ".",
-                  "", f"Session folder: `{self.session.folder}`"]
+                lines.append(f"  {shown:<6} {PALETTE.get(b.id, 'Quit (asks first: pause the clock or keep it running)')}")
+        lines += ["  ctrl+p the command palette, which lists these commands too",
+                  "", "Remap keys in a keymap file (binding id = \"key\"); the ids are "
+                  + ", ".join(b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id) + ".",
+                  "", f"Session folder: {self.session.folder}"]
         self.push_screen(HelpScreen("\n".join(lines)))
 
     def action_quit_confirm(self) -> None:
@@ -472,7 +534,8 @@ def _rescore_note(attempts: list[Attempt], rec: ScoreRecord) -> str:
 PALETTE = {"score": "Run the protected scorer on the files as they are now", "cancel_score": "Cancel the running scoring",
            "pause": "Pause or resume the working clock", "note": "Write a note into the record",
            "shell": "Open a login shell in the container", "submit": "Submit: one last scoring, then the session finishes",
-           "compare": "Compare with this environment's other sessions and agent runs", "help": "The keys and where the records are"}
+           "compare": "Compare with this environment's other sessions and agent runs",
+           "info": "Show or hide the instructions, anchors and setting", "help": "The keys and where the records are"}
 
 COMMAND_WORDS = {"score": "scoring", "submit": "the submission", "finish_at_time_limit": "the final scoring",
                  "pause": "pausing the clock", "resume": "resuming the clock", "note": "saving the note",

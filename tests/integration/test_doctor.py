@@ -50,7 +50,9 @@ def test_unprepared_assets_are_named_with_the_prepare_command(no_gpu_engine, tmp
 
 
 def test_cli_exits_1_and_prints_each_fix(no_gpu_engine):
-    result = CliRunner().invoke(main, ["doctor", "triton_cumsum"])
+    # the gpu profile named: without --profile, doctor checks the one start would pick here, smoke
+    # (test_gpu_refused_early), which this engine runs
+    result = CliRunner().invoke(main, ["doctor", "triton_cumsum", "--profile", "gpu"])
     assert result.exit_code == 1
     assert "FAIL  GPU mode" in result.output and "install the NVIDIA Container Toolkit" in result.output
     assert "2 check(s) failed: GPU mode, GPUs" in result.output

@@ -18,6 +18,7 @@ import asyncio
 import fcntl
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,10 @@ from rebench_tui.store import Store
 from rebench_tui.tui.app import RebenchApp
 from tests.conftest import FIXTURE_ENVS, KNOWN_IMAGES
 
-SIZE = (120, 36)
+SIZE = (120, 40)
+# The sizes a participant's terminal has: a laptop's default, a usual window, a wide screen. Each
+# picture was looked at (rendered to PNG) before it was accepted.
+SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)], ids=["80x24", "120x40", "200x50"])
 SESSIONS = Path(tempfile.gettempdir()) / "rebench-snapshots" / "sessions"  # shown by the help screen: one path
 
 
@@ -43,6 +47,8 @@ def session(fake_clock, monkeypatch):
         fcntl.flock(lock, fcntl.LOCK_EX)  # another run of these tests on this machine waits
         shutil.rmtree(SESSIONS.parent, ignore_errors=True)
         monkeypatch.setattr(opening, "new_session_id", lambda env_id, wall: f"{env_id}-20260101-000000-snap")
+        monkeypatch.setenv("TZ", "UTC")  # the feed's times (the fake clock's) read the same on any machine
+        time.tzset()
         env = load_catalog(FIXTURE_ENVS, KNOWN_IMAGES).get("toy_score")
         s = Session.create(env, "smoke", LocalRuntime(), SESSIONS, clock=fake_clock, store=Store(SESSIONS))
         yield s
@@ -102,35 +108,51 @@ async def _scored(pilot, *answers: str) -> None:
         await pilot.pause()
 
 
-def test_session_screen_at_the_start(session, snap_compare):
-    assert snap_compare(_app(session), terminal_size=SIZE, run_before=_pressing())
+@SIZES
+def test_session_screen_at_the_start(session, snap_compare, size):
+    assert snap_compare(_app(session), terminal_size=size, run_before=_pressing())
 
 
-def test_session_screen_after_three_scorings(session, snap_compare):
+@SIZES
+def test_session_screen_after_three_scorings(session, snap_compare, size):
     async def three(pilot):
         await _scored(pilot, "7", "4", "4")
         await _settled(pilot)
 
-    assert snap_compare(_app(session), terminal_size=SIZE, run_before=three)
+    assert snap_compare(_app(session), terminal_size=size, run_before=three)
+
+
+def test_session_screen_with_the_info_pane_at_80x24(session, snap_compare):
+    async def info(pilot):
+        await _scored(pilot, "7")
+        await _pressing("i")(pilot)
+
+    assert snap_compare(_app(session), terminal_size=(80, 24), run_before=info)
 
 
 def test_session_screen_paused(session, snap_compare):
     assert snap_compare(_app(session), terminal_size=SIZE, run_before=_pressing("p"))
 
 
-def test_session_screen_finished(session, snap_compare):
+@SIZES
+def test_session_screen_finished(session, snap_compare, size):
     async def finish(pilot):
-        await _scored(pilot, "5")
+        await _scored(pilot, "12", "5")
         await pilot.press("x")
         await pilot.pause()
         await _pressing("enter")(pilot)  # submit, with no text
 
-    assert snap_compare(_app(session), terminal_size=SIZE, run_before=finish)
+    assert snap_compare(_app(session), terminal_size=size, run_before=finish)
 
 
-@pytest.mark.parametrize("key", ["question_mark", "q", "x"], ids=["help", "quit dialog", "submit dialog"])
-def test_dialogs(session, snap_compare, key):
-    assert snap_compare(_app(session), terminal_size=SIZE, run_before=_pressing(key))
+@SIZES
+@pytest.mark.parametrize("key", ["question_mark", "q", "x", "n"], ids=["help", "quit dialog", "submit dialog", "note dialog"])
+def test_dialogs(session, snap_compare, key, size):
+    async def open_dialog(pilot):
+        await _scored(pilot, "7")  # a row in the table behind the dialog
+        await _pressing(key)(pilot)
+
+    assert snap_compare(_app(session), terminal_size=size, run_before=open_dialog)
 
 
 def test_compare_from_the_session(session, snap_compare):

@@ -80,6 +80,8 @@ def test_normalize_lower_is_better():
     assert normalize(1.23, 2.2, 0.26) == pytest.approx(0.5)
     assert normalize(3.0, 2.2, 0.26) == 0  # worse than start clips to 0
     assert normalize(-0.71, 2.2, 0.26) == pytest.approx(1.5)  # above 1 is kept
+    assert normalize(3.0, 2.2, 0.26, clip=False) == pytest.approx(-0.8 / 1.94)  # a session's own: the real value
+    assert str(normalize(2.2, 2.2, 0.26, clip=False)) == "0.0"  # not -0.0 (shown as -0.00)
 
 
 def test_normalize_higher_is_better_and_nan():

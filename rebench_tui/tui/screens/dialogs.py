@@ -2,24 +2,39 @@
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Markdown
+from textual.widgets import Button, Input, Label, Static
 
-DIALOG_CSS = """
-ModalScreen { align: center middle; }
-ModalScreen > Vertical { width: 72; height: auto; max-height: 90%; border: thick $primary; background: $surface; padding: 1 2; }
-ModalScreen Horizontal { height: auto; margin-top: 1; }
-ModalScreen Button { margin-right: 1; }
-"""
+T = TypeVar("T")
 
 
-class QuitScreen(ModalScreen[str | None]):
+class Dialog(ModalScreen[T], Generic[T]):
+    """A framed box in the middle of the screen, the session dimmed but visible around it.
+
+    Textual scopes a class's ``DEFAULT_CSS`` to that class: a selector that does not start with the
+    class's own name is read as one inside it (``ModalScreen > Vertical`` became ``Dialog
+    ModalScreen > Vertical``, which matches nothing). So every rule here starts with ``Dialog``,
+    which the dialogs below are."""
+
+    DEFAULT_CSS = """
+    Dialog { align: center middle; }
+    Dialog > Vertical { width: 76; max-width: 95%; height: auto; max-height: 90%; border: thick $primary;
+                        background: $surface; padding: 1 2; }
+    Dialog Label { width: 1fr; margin-bottom: 1; }
+    Dialog #help-text { height: auto; max-height: 60vh; }
+    Dialog Horizontal { height: auto; margin-top: 1; }
+    Dialog Button { margin-right: 1; }
+    """
+
+
+class QuitScreen(Dialog[str | None]):
     """Answers "pause" (pause the clock, then quit), "keep" (quit, clock keeps running) or None."""
 
-    DEFAULT_CSS = DIALOG_CSS
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel")]
 
     def __init__(self, finished: bool, scoring: bool) -> None:
@@ -51,16 +66,21 @@ class QuitScreen(ModalScreen[str | None]):
         self.dismiss(None if event.button.id == "cancel" else event.button.id)
 
 
-class SubmitScreen(ModalScreen[str | None]):
+class SubmitScreen(Dialog[str | None]):
     """Answers the submission text ("" allowed) or None to cancel."""
 
-    DEFAULT_CSS = DIALOG_CSS
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel")]
+
+    def __init__(self, rule: str = "") -> None:
+        super().__init__()
+        self.rule = rule  # the session's rule in one sentence (finish_words.rule_sentence)
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("Submit and finish? One last scoring runs on your files as they are; then the session is "
-                        "finished and scoring closes. The score that counts follows the environment's rule.")
+                        "finished and scoring closes.")
+            if self.rule:
+                yield Label(self.rule, id="rule")
             yield Input(placeholder="optional submission note", id="submission")
             with Horizontal():
                 yield Button("Submit and finish", id="submit", variant="error")
@@ -73,8 +93,7 @@ class SubmitScreen(ModalScreen[str | None]):
         self.dismiss(self.query_one(Input).value if event.button.id == "submit" else None)
 
 
-class NoteScreen(ModalScreen[str | None]):
-    DEFAULT_CSS = DIALOG_CSS
+class NoteScreen(Dialog[str | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel")]
 
     def compose(self) -> ComposeResult:
@@ -86,8 +105,7 @@ class NoteScreen(ModalScreen[str | None]):
         self.dismiss(event.value)
 
 
-class HelpScreen(ModalScreen[None]):
-    DEFAULT_CSS = DIALOG_CSS
+class HelpScreen(Dialog[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss(None)", "Close", id="dialog.close")]
 
     def __init__(self, text: str) -> None:
@@ -96,7 +114,8 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Markdown(self.text)
+            with VerticalScroll(id="help-text"):  # a short terminal scrolls the text, the Close button stays
+                yield Static(self.text, markup=False, id="help-body")
             yield Button("Close", id="close")
 
     def on_button_pressed(self, _event: Button.Pressed) -> None:

@@ -27,7 +27,7 @@ class Countdown(Vertical):
         self.query_one(Digits).update(format_hms(remaining_s))
         state = "FINISHED" if finished else ("RUNNING" if running else "PAUSED — press p to resume")
         self.query_one("#clock-state", Static).update(
-            f"{state} · worked {format_hms(used_s)} of {format_hms(limit_s)}"
+            f"{format_hms(remaining_s)} left · {state} · worked {format_hms(used_s)} of {format_hms(limit_s)}"
         )
         self.set_class(not running and not finished, "paused")
         self.set_class(remaining_s <= 15 * 60 and remaining_s > 0, "low")

@@ -28,5 +28,6 @@ class FileFeed(RichLog):
         if len(changes) > SHOW_PER_BATCH:
             self.write(f"{t} … and {len(changes) - SHOW_PER_BATCH} more changes ({raw_events} raw events), all recorded")
 
-    def add_line(self, text: str) -> None:
-        self.write(f"{time.strftime('%H:%M:%S')} {text}")
+    def add_line(self, text: str, stamp: float | None = None) -> None:
+        """A line stamped with ``stamp`` (seconds since the epoch: when it happened), else now."""
+        self.write(f"{time.strftime('%H:%M:%S', time.localtime(stamp if stamp is not None else time.time()))} {text}")

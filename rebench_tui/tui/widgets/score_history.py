@@ -2,7 +2,7 @@
 
 Scorings of unchanged files are re-scores of one attempt (``scoring.group_attempts``); the table
 says which attempt each scoring belongs to and that attempt's spread, and the chart's line is the
-counting score after each scoring (the median of the best attempt's re-scores).
+score that would count after each scoring (the rule applied to the scorings so far), drawn as steps.
 """
 
 from __future__ import annotations
@@ -94,6 +94,29 @@ class ScoreTable(MeasuredTable):
             self.move_cursor(row=self.row_count - 1)
 
 
+# The chart's line is one thing: the score that would count if the session ended at that moment
+# (the session's rule applied to the scorings so far). It is not a "best so far": a re-score that
+# moves its attempt's median, or the finish's recount, moves it, either way, and the line shows it.
+COUNTS_LABEL = "counts if it ended here"
+
+
+def counting_steps(xs: list[float], counting: list[float]) -> tuple[list[float], list[float]]:
+    """The counting score after each scoring as a step line: it holds its value until the next
+    scoring changes it (a sloped segment between two scorings would show values that never
+    counted). NaN points (no valid scoring yet) are left out."""
+    px: list[float] = []
+    py: list[float] = []
+    for x, y in zip(xs, counting):
+        if not math.isfinite(y):
+            continue
+        if py and py[-1] != y:
+            px.append(x)
+            py.append(py[-1])
+        px.append(x)
+        py.append(y)
+    return px, py
+
+
 class ScoreChart(PlotextPlot):
     DEFAULT_CSS = "ScoreChart { height: 12; }"
 
@@ -128,7 +151,6 @@ class ScoreChart(PlotextPlot):
             # the rule's counting score after each scoring (re-scores of one attempt count with their median)
             best = self.rule.running([r.score for r in self.records], [r.fingerprint for r in self.records],
                                      [r.recount for r in self.records])
-            bx = [r.working_s / 3600 for r, b in zip(self.records, best) if math.isfinite(b)]
-            by = [b for b in best if math.isfinite(b)]
-            plt.plot(bx, by, label="counts" if self.aggregation is Aggregation.LAST else "best so far")
+            bx, by = counting_steps([r.working_s / 3600 for r in self.records], best)
+            plt.plot(bx, by, label=COUNTS_LABEL)
         self.refresh()
