@@ -282,7 +282,9 @@ class DockerSandbox(Sandbox):
     def _freeze(self) -> None:
         """``docker pause``, tried again a few times: the kernel's freezer gives up on a cgroup whose
         processes do not all stop in time (one in the middle of a disk write on a loaded machine), and
-        the engine then says so (``unable to freeze``) with the container thawed."""
+        the engine then says so (``unable to freeze``) with the container thawed. Any other failure
+        (the engine slower than the client's timeout, say) may still have frozen it: thawed again
+        before the error is raised, so a failed scoring never leaves the participant frozen."""
         import docker.errors
 
         for wait in (0.2, 0.5, 1.0, 2.0, None):
@@ -290,26 +292,50 @@ class DockerSandbox(Sandbox):
                 self.container.pause()
                 return
             except docker.errors.APIError as exc:
-                if "freeze" not in str(exc) or wait is None:
-                    raise RebenchError(f"the participant's container could not be frozen for the scoring: "
-                                       f"{exc.explanation or exc}", kept="every record; nothing was scored",
-                                       fix="score again (a busy disk can keep a process from stopping in time)") from None
-                time.sleep(wait)
+                if "freeze" in str(exc) and wait is not None:
+                    time.sleep(wait)
+                    continue
+                failure: BaseException = exc
+            except Exception as exc:  # noqa: BLE001 - a timeout: the pause may yet have happened
+                failure = exc
+            self._thaw_if_paused(settle_s=5.0)
+            raise RebenchError(f"the participant's container could not be frozen for the scoring: "
+                               f"{getattr(failure, 'explanation', None) or failure}", kept="every record; nothing was scored",
+                               fix="score again (a busy disk can keep a process from stopping in time)") from None
 
-    def _thaw_if_paused(self) -> None:
-        try:
-            self.container.reload()
-            if self.container.status == "paused":
-                self.container.unpause()
-        except Exception:  # noqa: BLE001 - gone, or thawed meanwhile: stop and remove say the rest
-            pass
+    def _thaw_if_paused(self, settle_s: float = 0.0) -> None:
+        """Thaw the container if the engine says it is paused (looking again for ``settle_s``: a
+        pause the engine was still carrying out when the client gave up)."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            try:
+                self.container.reload()
+                if self.container.status == "paused":
+                    self.container.unpause()
+                    return
+            except Exception:  # noqa: BLE001 - gone, or thawed meanwhile: stop and remove say the rest
+                pass
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.5)
 
     def _thaw(self) -> None:
+        """Thaw after a scoring; a failed unpause is looked at again (the engine's own view of the
+        container), and raised only if it is still paused then."""
         try:
             self.container.unpause()
-        except Exception:  # noqa: BLE001 - a link lost meanwhile: the next attach thaws it
-            if self.container.status == "paused":
-                raise
+            return
+        except Exception:  # noqa: BLE001 - a link lost meanwhile, or a slow engine: looked at below
+            pass
+        self._thaw_if_paused(settle_s=5.0)
+        try:
+            self.container.reload()
+        except Exception:  # noqa: BLE001 - the engine is gone: the next attach thaws it
+            return
+        if self.container.status == "paused":
+            raise RebenchError("the participant's container stayed frozen after the scoring",
+                               kept="every record; the container", fix=f"`docker unpause {self.container.name}`, or "
+                               "reopen the session (`rebench-tui resume`), which thaws it")
 
     def home_archive(self) -> tuple[Any, str]:
         """The home as the engine's tar stream (read as root, links not followed) and the

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from rebench_tui.errors import SessionError
+from rebench_tui.runtime.docker_room import find_rooms
 from rebench_tui.session import Session
 from rebench_tui.store import Store
 from rebench_tui.trajectory.audit import read_entries
@@ -80,53 +81,50 @@ def test_a_symlink_into_protected_is_refused_not_followed(session):
 
 
 def test_scorer_process_and_temp_files_are_out_of_reach_while_it_runs(session):
+    """The scorer runs in its scoring room, another container: the participant's container is
+    frozen meanwhile, and what the participant runs then waits for the thaw; it never sees the
+    scorer's process, and the temp files the scorer wrote the held-out text to went with the room."""
     (session.workspace / "solution" / "answer.txt").write_text("nap")
     result = {}
     t = threading.Thread(target=lambda: result.setdefault("rec", session.score()))
     t.start()
     try:
-        pid = ""
-        for _ in range(100):
-            r = session.sandbox.exec(["sh", "-c", "pgrep -f 'protected/score.py' | head -1"], user="root", timeout=10)
-            pid = r.stdout.strip()
-            if pid and agent(session, "ls /tmp /tmp/* 2>/dev/null | grep -q scorer").exit_code == 0 or pid and \
-                    session.sandbox.exec(["sh", "-c", "ls -R /tmp | grep -q scorer-"], user="root", timeout=10).exit_code == 0:
+        client = session.sandbox.runtime.client
+        for _ in range(300):
+            if find_rooms(client, session.meta.id):
                 break
-            time.sleep(0.1)
-        assert pid, "the scorer never showed up"
-        for leaf in ("environ", "cwd/", "fd/", "root/protected/secret.txt", "mem", "maps", "stack"):
-            r = agent(session, f"ls -l /proc/{pid}/{leaf}; cat /proc/{pid}/{leaf}")
-            assert HELD_OUT not in r.stdout + r.stderr, leaf
-        r = agent(session, f"cat /proc/{pid}/environ")
-        assert r.exit_code != 0 and "REBENCH" not in r.stdout
-        r = agent(session, f"tr '\\0' ' ' < /proc/{pid}/cmdline")
-        assert HELD_OUT not in r.stdout  # argv is public, and holds nothing held out
-        # the scorer's temp files: it wrote the held-out text to two; agent reads neither
-        r = agent(session, "grep -rl 'held-out' /tmp /var/tmp /dev/shm /run 2>/dev/null; "
-                           "find /tmp -name 'scorer-*' 2>/dev/null; cat /tmp/scorer-plain.txt /tmp/*/scorer-* 2>&1")
-        assert HELD_OUT not in r.stdout
-        r = session.sandbox.exec(["sh", "-c", "ls -ld /tmp/rebench-root-*; stat -c '%a %U' /tmp/rebench-root-*/*"],
-                                 user="root", timeout=10)
-        assert "drwx------" in r.stdout and "600 root" in r.stdout, r.stdout
+            time.sleep(0.05)
+        assert find_rooms(client, session.meta.id), "no scoring room appeared"
+        # the participant's command, asked for during the scoring: it runs once the container thaws
+        r = agent(session, "pgrep -fa 'protected/[s]core[.]py'; grep -rl 'held-out' /tmp /var/tmp /dev/shm /run 2>/dev/null; "
+                           "cat /tmp/scorer-plain.txt 2>&1; date +%s.%N")
+        ran_at = float(r.stdout.split()[-1])
     finally:
         t.join(60)
-    assert result["rec"].score == 1.0
+    rec = result["rec"]
+    assert rec.score == 1.0
+    assert "score.py" not in r.stdout and HELD_OUT not in r.stdout, r.stdout
+    assert ran_at >= rec.called_at_ms / 1000 + rec.details["duration_s"] - 0.5  # not before the scorer was done
     r = session.sandbox.exec(["sh", "-c", "find /tmp -name 'scorer-*'"], user="root", timeout=10)
-    assert r.stdout.strip() == ""  # the scorer's private temp folder went with it
+    assert r.stdout.strip() == ""  # the scorer's temp files were the room's
+    assert find_rooms(client, session.meta.id) == []
     no_held_out_in_records(session)
 
 
-def test_a_link_made_while_the_scorer_runs_withholds_its_output(session):
+def test_a_link_made_while_the_scorer_runs_changes_nothing_it_scores(session):
+    """A link into /protected asked for during a scoring is made only after it (the container is
+    frozen), and the scoring room holds the snapshot, not the home: the result stands."""
     (session.workspace / "solution" / "answer.txt").write_text("nap")
     result = {}
     t = threading.Thread(target=lambda: result.setdefault("rec", session.score()))
     t.start()
-    time.sleep(1.0)  # not a timed assert: the link is made during the 4-second nap either way
+    time.sleep(1.0)  # not a timed assert: the link is asked for during the 4-second nap either way
     agent(session, "ln -s /protected/secret.txt ~/peek")
     t.join(60)
     rec = result["rec"]
-    assert rec.score != rec.score  # NaN
-    assert "withheld" in rec.message["error"] and rec.details["withheld"] is True
+    assert rec.score == 1.0 and (session.workspace / "peek").is_symlink()
+    with pytest.raises(SessionError, match="peek is a symbolic link out of your home"):
+        session.score()  # the next snapshot would hold it: refused, naming it
     no_held_out_in_records(session)
     assert verify(session.folder).ok
 
