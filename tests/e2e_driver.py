@@ -466,15 +466,20 @@ async def drive(run: Run, args: argparse.Namespace) -> None:
                               "the file recorder put the changed files in the record before the scoring")
                     if h is not None:
                         seen = list(h.seen.values())
+                        # the scorer runs in the scoring's room: a container of its own, made from the session's
+                        room = str(((session.history[-1].details or {}).get("room") or {}).get("container") or "") \
+                            if session.history else ""
+                        ours = {container.id[:12], room[:12]} - {""}
                         run.facts["gpu_holders"] = {"samples": h.samples, "processes": seen, "errors": h.errors[:3],
-                                                    "session_container": container.id}
+                                                    "session_container": container.id, "scoring_room": room}
                         for s in seen:
+                            mine = (s["container"] or "")[:12] in ours
                             log(f"   nvidia-smi on the host: pid {s['pid']} {s['process']} {s['memory']} in container "
-                                f"{(s['container'] or '?')[:12]}{' (this session)' if s['container'] == container.id else ''}")
+                                f"{(s['container'] or '?')[:12]}{' (this session or its scoring room)' if mine else ''}")
                         if not seen:
                             log(f"   nvidia-smi on the host listed no compute processes in {h.samples} samples {h.errors[:1]}")
-                        run.check(any(s["container"] == container.id for s in seen),
-                                  "nvidia-smi on the host shows this session's container holding the GPU")
+                        run.check(any((s["container"] or "")[:12] in ours for s in seen),
+                                  "nvidia-smi on the host shows this session's scoring room (or its container) holding the GPU")
 
             if args.raw_exec:
                 with run.step("the same scorer over a raw docker exec (no app)"):

@@ -45,7 +45,7 @@ from .base import (
 from ..secrets import secrets_env_file
 from .capture import DAEMON, HOOKS, TASK, TASK_DIR
 from .docker_room import HOME_ARCNAME, find_rooms, open_room, remove_room
-from .exec_gate import ExecGate, wait_running
+from .exec_gate import ExecGate, ExecsInFlight
 from .gpus import (HOST_ROOT, LOOK_SCRIPT, NVIDIA_LIB_DIRS, NVIDIA_ROOT, QUERY, QUERY_DEVICES, TOOLKIT_FIX, Gpu, GpuSupport,
                    HostView, claims, decide, held_by, parse_look, parse_nvidia_smi, with_claims)
 from .images import RECIPE_LABEL, ImageBuilder, Recipes, context_hash
@@ -213,18 +213,17 @@ class DockerSandbox(Sandbox):
         excludes = []
         for pat in ignore:
             excludes.append(f"--exclude=./{pat.rstrip('/')}" if "/" in pat else f"--exclude={pat}")
-        with self.gate.starting():
+        with self.gate.starting():  # for the tar's whole life
             exec_id = self.api.exec_create(self.container.id, ["tar", "-C", HOME, *excludes, "-cf", "-", "."], user="root",
                                            stdout=True, stderr=False)["Id"]
             stream = self.api.exec_start(exec_id, stream=True)
-            wait_running(self.api, exec_id)
 
-        def tar_ended_well() -> None:
-            rc = self.api.exec_inspect(exec_id).get("ExitCode")
-            if rc not in (0, 1):  # 1: a file changed while it was read
-                raise RebenchError(f"copying the home out of the container failed (tar exit {rc})", kept="the container")
+            def tar_ended_well() -> None:
+                rc = self.api.exec_inspect(exec_id).get("ExitCode")
+                if rc not in (0, 1):  # 1: a file changed while it was read
+                    raise RebenchError(f"copying the home out of the container failed (tar exit {rc})", kept="the container")
 
-        return extract_stream(stream, dest, before_extract=tar_ended_well)
+            return extract_stream(stream, dest, before_extract=tar_ended_well)
 
     def exec(self, argv: Sequence[str], *, user: str = "agent", workdir: str | None = None, env: dict[str, str] | None = None,
              timeout: float | None = None, on_output: OutputFn | None = None, cancel: threading.Event | None = None,
@@ -237,11 +236,14 @@ class DockerSandbox(Sandbox):
         started = time.monotonic()
         nonce = exec_nonce()
         sink = StatusFilter(on_output, nonce=nonce)
-        with self.gate.starting():
-            exec_id = self.api.exec_create(self.container.id, cmd, user="root", stdout=True, stderr=True,
-                                           environment={**(env or {}), "REBENCH_EXEC_NONCE": nonce})["Id"]
-            stream = self.api.exec_start(exec_id, stream=True, demux=True)
-            wait_running(self.api, exec_id)
+        with self.gate.starting():  # for the exec's whole life: a freeze never meets it starting or ending
+            return self._exec_stream(cmd, env, nonce, token, sink, cancel, started)
+
+    def _exec_stream(self, cmd: list[str], env: dict[str, str] | None, nonce: str, token: str, sink: StatusFilter,
+                     cancel: threading.Event | None, started: float) -> ExecResult:
+        exec_id = self.api.exec_create(self.container.id, cmd, user="root", stdout=True, stderr=True,
+                                       environment={**(env or {}), "REBENCH_EXEC_NONCE": nonce})["Id"]
+        stream = self.api.exec_start(exec_id, stream=True, demux=True)
         done = threading.Event()
         if cancel is not None:
             def watch() -> None:
@@ -276,8 +278,12 @@ class DockerSandbox(Sandbox):
         if self.room_of is not None:  # a room is never frozen: it is the scorer's
             yield
             return
-        with self.gate.freeze(self._freeze, self._thaw):
-            yield
+        try:
+            with self.gate.freeze(self._freeze, self._thaw):
+                yield
+        except ExecsInFlight as exc:  # raised before anything was frozen
+            raise RebenchError(f"the participant's container could not be frozen for the scoring: {exc}",
+                               kept="every record; nothing was scored", fix="score again in a moment") from None
 
     def _freeze(self) -> None:
         """``docker pause``, tried again a few times: the kernel's freezer gives up on a cgroup whose
