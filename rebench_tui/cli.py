@@ -130,7 +130,7 @@ HELP_GROUPS = (
      "rebench-tui start triton_cumsum --time-limit 8h"),
     ("Records", ("sessions", "verify", "repair", "export", "compare"),
      "rebench-tui compare --env triton_cumsum"),
-    ("Study (several participants, one collector)", ("study", "collector"),
+    ("Study (several participants, one collector)", ("study", "collector", "kiosk"),
      "rebench-tui study status https://collector.example:8765"),
     ("Environments and machines", ("list", "doctor", "prepare", "calibrate", "images", "hosts"),
      "rebench-tui doctor triton_cumsum"),

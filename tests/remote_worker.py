@@ -8,7 +8,10 @@ can check that each is in the audit log exactly once after the kill and the resu
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -58,13 +61,17 @@ def main(mode: str, where: str, env_root: str, env_id: str, host: str) -> None:
     s.start_watching()
     s.start_capture(interval=0.3)
     say(ready=str(s.folder), working_s=s.wclock.used())
+    hold = os.environ.get("REBENCH_WORKER_LOCK")  # the test's stand-in participant execs only between scorings
     while True:
         time.sleep(1.5)
         if s.link_up and not s.scoring:
-            try:
-                s.score()
-            except Exception as exc:  # noqa: BLE001 - the link may drop mid-scoring; it is recorded
-                say(score_error=str(exc)[:200])
+            with open(hold, "a") if hold else contextlib.nullcontext() as lock:
+                if lock is not None:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    s.score()
+                except Exception as exc:  # noqa: BLE001 - the link may drop mid-scoring; it is recorded
+                    say(score_error=str(exc)[:200])
 
 
 if __name__ == "__main__":

@@ -6,12 +6,15 @@ clock (the README's rule: it keeps running unless the participant pauses)."""
 
 from __future__ import annotations
 
+import fcntl
+import io
 import json
 import os
 import random
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from collections import Counter
@@ -30,6 +33,13 @@ from tests.sshd import remote_runtime, sshd  # noqa: F401 - fixtures
 pytestmark = pytest.mark.docker
 
 
+def scoring_lock(log: Path) -> Path:
+    """The lock the worker holds while it scores: the stand-in participant below starts its execs
+    only between scorings (a scoring freezes the container, and an exec's process must never be
+    made or taken down while the engine freezes it)."""
+    return log.with_name("scoring.lock")
+
+
 class Worker:
     """The headless app (tests/remote_worker.py) as a child process whose acks are collected."""
 
@@ -37,7 +47,8 @@ class Worker:
         self.log = log
         with open(log, "ab") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", "tests.remote_worker", mode, str(where), str(FIXTURE_ENVS),
-                                          "toy_score", host], cwd=ROOT, stdout=subprocess.PIPE, stderr=err)
+                                          "toy_score", host], cwd=ROOT, stdout=subprocess.PIPE, stderr=err,
+                                         env={**os.environ, "REBENCH_WORKER_LOCK": str(scoring_lock(log))})
         self.lines: list[dict] = []
         self.ready = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
@@ -91,22 +102,37 @@ def test_sigkill_and_resume_over_ssh_with_a_link_cut(fixture_catalog, remote_run
     acks: list[dict] = []
 
     def work(n: int) -> None:
-        """The participant, on the engine's host: files and a shell command (through the hooks)."""
+        """The participant, on the engine's host: files (copied in, which works frozen or not) and a
+        shell command through the hooks (an exec: only between scorings, and not while the container
+        is left frozen by an app killed during a scoring; it thaws on the next resume)."""
         for _ in range(n):
             i = len(written)
             name = f"work/f{i:03d}.txt"
             written[name] = f"version {i} {rng.random()}\n"
-            container.reload()
-            assert container.status == "running", (container.attrs["State"], container.logs(tail=20))
-            rc, out = container.exec_run(["sh", "-c", f"mkdir -p work && printf '%s' '{written[name]}' > {name}"], user="agent")
-            assert rc == 0, out
+            data = written[name].encode()
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                for folder in ("work",):
+                    info = tarfile.TarInfo(folder)
+                    info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, 1000, 1000
+                    tar.addfile(info)
+                info = tarfile.TarInfo(name)
+                info.size, info.mode, info.uid, info.gid = len(data), 0o644, 1000, 1000
+                tar.addfile(info, io.BytesIO(data))
+            assert container.put_archive("/home/agent", buf.getvalue())
             if i % 3 == 0:
-                cmd = f"echo typed-{i}"
-                typed.append(cmd)
-                p = subprocess.run(["docker", "exec", "-i", "-u", "root", "-w", "/home/agent", container.id, "script", "-q", "-f",
-                                    "-e", "-c", "exec setpriv --reuid=1000 --regid=1000 --init-groups env HOME=/home/agent "
-                                    "bash --login", "/dev/null"], input=f"{cmd}\nexit\n".encode(), capture_output=True, timeout=60)
-                assert p.returncode == 0, p.stderr
+                with open(scoring_lock(log), "a") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    container.reload()
+                    if container.status == "running":
+                        cmd = f"echo typed-{i}"
+                        typed.append(cmd)
+                        p = subprocess.run(["docker", "exec", "-i", "-u", "root", "-w", "/home/agent", container.id, "script",
+                                            "-q", "-f", "-e", "-c", "exec setpriv --reuid=1000 --regid=1000 --init-groups env "
+                                            "HOME=/home/agent bash --login", "/dev/null"], input=f"{cmd}\nexit\n".encode(),
+                                           capture_output=True, timeout=60)
+                        assert p.returncode == 0, p.stderr
+                        time.sleep(0.4)  # the engine takes the exec's process down after it ends
             time.sleep(rng.uniform(0.05, 0.4))
 
     # 1. working, then the link is cut for 10 s and restored while the app runs

@@ -125,7 +125,7 @@ def test_a_scoring_running_when_the_app_was_killed_is_ended_and_recorded_as_inte
             (rec,) = again.history
             assert math.isnan(rec.score) and rec.called_at_ms == marker["called_at"]
             info = rec.details["interrupted"]
-            assert info["outcome"] == "ended" and info["started_at_ms"] == marker["called_at"] and info["ran_s"] > 1
+            assert info["outcome"] == "ended" and info["started_at_ms"] == marker["called_at"] and info["ran_s"] > 0
             assert rec.details["attempt"] == marker["attempt"] and "interrupted" in rec.message["error"]
             (note,) = again.resume_notes
             assert "interrupted" in note and "score again" in note

@@ -130,11 +130,32 @@ def test_a_row_without_its_family_or_not_json_is_refused(tmp_path, resolver):
 
 # -- one scale, with human sessions -----------------------------------------------------------------
 @pytest.fixture
-def human_on_rust(toy_session, fake_clock, tmp_path):
-    """A real session folder (the toy environment's, scored 0.1 at 10 minutes, 0.2 at 40 on a higher-is-
-    better scale), then recorded as a rust_codecontests session normalized by anchors of its own
-    (0 -> 0.4, measured on an H200): what a session on this project's anchors looks like."""
-    s = toy_session()
+def human_on_rust(env_copy, fake_clock, tmp_path):
+    """A real session folder, recorded as a rust_codecontests session on a gpu profile normalized by
+    anchors of its own (0 -> 0.4, measured here): the toy environment's scorer under
+    rust_codecontests' id, family and direction (scored 0.1 at 10 minutes, 0.2 at 40). Its start row
+    states those rules: what a session on this project's anchors looks like."""
+    from rebench_tui.catalog import load_catalog
+    from rebench_tui.runtime.local import LocalRuntime
+    from rebench_tui.session import Session
+    from tests.conftest import FIXTURE_ENVS, KNOWN_IMAGES
+
+    def as_rust(d):
+        m = d / "environment.toml"
+        text = m.read_text()
+        text = text.replace('id = "toy_score"', 'id = "rust_codecontests"')
+        text = text.replace('family = "rebench_toy_score"', 'family = "ai_rd_rust_codecontests_inference"')
+        text = text.replace('direction = "lower"', 'direction = "higher"').replace('aggregation = "min"', 'aggregation = "max"')
+        text = text.replace("[profiles.smoke]", "[profiles.gpu]").replace("[profiles.smoke.calibration]", "[profiles.gpu.calibration]")
+        text = text.replace("start_score = 10.0", "start_score = 0.0").replace("reference_score = 2.0", "reference_score = 0.4")
+        text = text.replace('measured = "by construction: solution/answer.txt starts at 10"',
+                            'measured = "2026-12-01, one NVIDIA H200 141GB, this project\'s scorer"')
+        m.write_text(text)
+        d.rename(d.parent / "rust_codecontests")
+
+    root = env_copy(FIXTURE_ENVS / "toy_score", as_rust)
+    env = load_catalog(root, KNOWN_IMAGES).get("rust_codecontests")
+    s = Session.create(env, "gpu", LocalRuntime(), tmp_path / "made", clock=fake_clock)
     fake_clock.advance(600)
     (s.workspace / "solution" / "answer.txt").write_text("0.1")
     s.score()
@@ -142,14 +163,9 @@ def human_on_rust(toy_session, fake_clock, tmp_path):
     (s.workspace / "solution" / "answer.txt").write_text("0.2")
     s.score()
     s.submit("done")
+    s.close(pause_clock=None)
     folder = tmp_path / "humans" / s.folder.name
     shutil.copytree(s.folder, folder, ignore=shutil.ignore_patterns("workspace", "lock"))
-    meta = json.loads((folder / "session.json").read_text())
-    own = Anchors(0.0, 0.4, "measured", "measured by this project",
-                  {"measured": "2026-12-01, one NVIDIA H200 141GB, this project's scorer"})
-    meta.update(env_id="rust_codecontests", task_id="ai_rd_rust_codecontests_inference/main", direction="higher",
-                aggregation="max", start_score=0.0, reference_score=0.4, anchors=own.to_record(), profile="gpu")
-    (folder / "session.json").write_text(json.dumps(meta))
     return folder
 
 
