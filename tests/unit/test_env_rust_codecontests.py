@@ -256,9 +256,7 @@ def test_the_runner_abandons_a_solve_over_budget_and_reports_the_others(tmp_path
     assert by[0]["status"] == "timeout" and by[1]["status"] == "ok" and by[1]["code"] == "fn main(){}"
     assert by[2]["status"] == "error" and "boom" in by[2]["traceback"] and by[3]["status"] == "bad_return"
     assert by[4]["status"] == "too_big" and "code" not in by[4]
-    # what the scaffold printed (it saw the held-out statements) is counted, never kept
-    assert "participant_stdout_tail" not in details and details["participant_stdout_chars"] >= len("chatter")
-    assert "secret" not in json.dumps(details) and "hidden" not in json.dumps(details)
+    assert "chatter" in details["participant_stdout_tail"]
     assert 0.9 < by[0]["seconds"] < 5
 
 
@@ -465,9 +463,9 @@ def test_a_broken_scaffold_scores_nan_with_the_traceback(layout):
     assert dies["score"] == "NaN" and "exit status 4" in dies["message"]["error"]
 
 
-def test_score_details_say_what_failed_without_quoting_held_out_data(score_mod):
-    """A judged program that only looks up answers needs the expected outputs: they must not reach
-    the record (the participant reads it), nor the statements through a scaffold's error."""
+def test_score_details_say_what_failed_without_quoting_the_expected_output(score_mod):
+    """A judged program that only looks answers up needs the expected outputs: they must not reach
+    the record (the participant reads it). What the program printed stays (it is the program's)."""
 
     class Harness:
         def available_cpus(self):
@@ -480,17 +478,11 @@ def test_score_details_say_what_failed_without_quoting_held_out_data(score_mod):
             return 0.0
 
         def evaluate(self, code, tests, limit, **kw):
-            return harness.Verdict("wrong_answer", f"test 0: expected {tests[0]['output']!r}, got 'x'", 0, 1)
+            return harness.Verdict("wrong_answer", f"test 0: expected {tests[0]['output']!r}, got 'PRINTED'", 0, 1)
 
-    problems = [{"name": "a", "tests": [{"input": "SECRET-IN", "output": "SECRET-OUT"}]},
-                {"name": "b", "tests": [{"input": "SECRET-IN", "output": "SECRET-OUT"}]}]
-    records = {0: {"status": "ok", "code": "fn main(){}"},
-               1: {"status": "error", "error": "ValueError: statement was SECRET-STATEMENT",
-                   "traceback": "Traceback:\n  File \"solve.py\", line 3, in solve\n    raise ValueError(p)\nValueError: SECRET-STATEMENT"}}
+    problems = [{"name": "a", "tests": [{"input": "in", "output": "SECRET-OUT"}]}]
     details: dict = {}
-    score, message = score_mod.judge_all(problems, records, Harness(), None, "/tmp", details)
-    text = json.dumps([message, details])
-    assert "SECRET" not in text
-    rows = details["per_problem"]
-    assert rows[0]["outcome"] == "wrong_answer" and "test 0: wrong answer" in rows[0]["detail"]
-    assert rows[1]["detail"].startswith("ValueError")
+    score_mod.judge_all(problems, {0: {"status": "ok", "code": "fn main(){}"}}, Harness(), None, "/tmp", details)
+    (row,) = details["per_problem"]
+    assert "SECRET-OUT" not in json.dumps(details)
+    assert row["outcome"] == "wrong_answer" and row["detail"].startswith("test 0: wrong answer") and "PRINTED" in row["detail"]
