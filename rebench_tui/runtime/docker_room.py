@@ -116,4 +116,5 @@ def remove_room(room: Any) -> None:
 
 def find_rooms(client: Any, session_id: str | None = None, token: str | None = None) -> list[Any]:
     label = f"{LABEL_ROOM}={token}" if token else (f"{LABEL_ROOM_OF}={session_id}" if session_id else LABEL_ROOM)
-    return client.containers.list(all=True, filters={"label": label})
+    # ignore_removed: a room removed between the listing and its inspection (its scoring just ended)
+    return client.containers.list(all=True, filters={"label": label}, ignore_removed=True)

@@ -148,8 +148,8 @@ def test_a_symbolic_link_is_refused_unread(arena, honest, target):
     print(f"\n[fix_embedding hostile] scorer by hand, link to {target}: {line['score']} {line['message']}", file=sys.stderr)
     try:  # through the session: its own guard refuses links into /protected before the scorer runs
         record = _score(arena, agent_cmd=f"ln -s {target} /home/agent/{FIXED}")
-    except SessionError as exc:
-        assert target.startswith("/protected") and "symbolic link" in str(exc), exc
+    except SessionError as exc:  # or the snapshot's own rule: no link out of the home is scored
+        assert "symbolic link" in str(exc) and FIXED in str(exc), exc
     else:
         _nan_with(record, "symbolic link")
 
@@ -157,8 +157,8 @@ def test_a_symbolic_link_is_refused_unread(arena, honest, target):
 def test_a_huge_file_fifo_or_folder_is_refused_unread(arena, honest):
     record = _score(arena, agent_cmd=f"truncate -s 8G /home/agent/{FIXED}")  # sparse: costs no disk
     _nan_with(record, "bytes, more than")
-    record = _score(arena, agent_cmd=f"mkfifo /home/agent/{FIXED}")  # a reader that opens it would hang
-    _nan_with(record, "not a regular file")
+    with pytest.raises(SessionError, match="is a named pipe"):  # refused by the snapshot: nothing is scored
+        _score(arena, agent_cmd=f"mkfifo /home/agent/{FIXED}")
     record = _score(arena, agent_cmd=f"mkdir /home/agent/{FIXED}")
     _nan_with(record, "not a regular file")
 

@@ -158,8 +158,8 @@ def test_a_link_to_a_file_only_root_may_read_is_read_as_the_participant(arena, h
     assert arena.agent("mkdir -p /home/agent/finetuned_model && "
                        "ln -s /opt/rootonly/model.pt /home/agent/finetuned_model/model.pt").exit_code == 0
     record, refusal = scored(arena, "link_to_root_only_file")
-    assert refusal is None
-    assert math.isnan(record.score) and "cannot be read with your permissions" in record.message["error"], record.message
+    # the snapshot takes no link out of the home: the scoring is refused, naming it, before anything runs
+    assert record is None and "finetuned_model/model.pt is a symbolic link out of your home" in refusal, refusal
 
 
 @pytest.mark.parametrize("name, make, reason", [
@@ -171,8 +171,11 @@ def test_special_and_oversized_files_are_refused_before_reading(arena, honest, n
     assert arena.agent(f"mkdir -p /home/agent/finetuned_model && {make}").exit_code == 0
     t0 = time.monotonic()
     record, refusal = scored(arena, name)
-    assert refusal is None
-    assert math.isnan(record.score) and reason in record.message["error"], record.message
+    if name == "fifo":  # the snapshot takes regular files only: refused, naming it, before anything runs
+        assert record is None and "finetuned_model/model.pt is a named pipe" in refusal, refusal
+    else:
+        assert refusal is None
+        assert math.isnan(record.score) and reason in record.message["error"], record.message
     assert time.monotonic() - t0 < 120
 
 

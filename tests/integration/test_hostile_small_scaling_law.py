@@ -103,8 +103,8 @@ def _link_refused(arena, honest, cmd: str, fragment: str, into_protected: bool) 
     print(f"\n[small_scaling_law hostile] scorer by hand after `{cmd}`: {line['score']} {line['message']}", file=sys.stderr)
     try:  # through the session: its own guard refuses links into /protected before the scorer runs
         record = _score(arena, agent_cmd=cmd)
-    except SessionError as exc:
-        assert into_protected and "symbolic link" in str(exc), exc
+    except SessionError as exc:  # or the snapshot's own rule: no link out of the home is scored
+        assert "symbolic link" in str(exc), exc
     else:
         _nan_with(record, honest, fragment)
 
@@ -128,8 +128,8 @@ def test_a_symlinked_solution_folder_is_refused(arena, honest):
 
 
 def test_a_fifo_does_not_hang_the_scorer(arena, honest):
-    _nan_with(_score(arena, agent_cmd=f"rm -f /home/agent/{ANSWER} && mkfifo /home/agent/{ANSWER}"), honest,
-              "not a regular file")
+    with pytest.raises(SessionError, match="is a named pipe"):  # the snapshot takes regular files only
+        _score(arena, agent_cmd=f"rm -f /home/agent/{ANSWER} && mkfifo /home/agent/{ANSWER}")
 
 
 def test_the_ground_truth_is_out_of_reach(arena, honest):

@@ -111,7 +111,7 @@ def test_a_participant_gets_their_session_over_ssh_and_nothing_else(kiosk, sshd)
 
     app = login(sshd, "start", "toy_score")  # the first login: a new session in a container
     try:
-        assert app.until(lambda s: b"Pause/resume" in s, 180), bytes(app.screen[-3000:])
+        assert app.until(lambda s: b"Quit" in s and b"Score" in s, 180), bytes(app.screen[-3000:])
         (folder,) = sessions.glob("toy_score-*")
         meta = json.loads((folder / "session.json").read_text())
         assert meta["participant"]["id"] == "ada" and meta["runtime"] == "docker" and meta["isolated"]

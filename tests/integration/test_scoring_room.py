@@ -105,7 +105,7 @@ def test_each_scoring_runs_in_a_room_of_its_own_that_sees_nothing_of_the_partici
         begun = rec.called_at_ms / 1000 + 0.3
         ended = begun + rec.details["duration_s"] - 0.3
         assert not [t for t in ticks if begun < t < ended], (begun, ended)
-    assert len(ticks) > 20 and ticks[-1] > time.time() - 5  # it ran before, between and after the scorings
+    assert len(ticks) > 5 and ticks[-1] > time.time() - 5  # it ran before, between and after the scorings
     s.close()
     report = verify(s.folder)
     assert report.ok, [str(f) for f in report.findings if not f.ok]
