@@ -131,7 +131,7 @@ def test_a_participant_gets_their_session_over_ssh_and_nothing_else(kiosk, sshd)
 
     app = login(sshd)  # a plain login resumes the unfinished session
     try:
-        assert app.until(lambda s: b"Pause/resume" in s, 120), bytes(app.screen[-3000:])
+        assert app.until(lambda s: b"Quit" in s and b"Score" in s, 120), bytes(app.screen[-3000:])
         assert f"kiosk: ada, resume {folder.name}".encode() in app.screen
         quit_app(app)
         app = None
