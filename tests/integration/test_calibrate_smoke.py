@@ -32,10 +32,10 @@ import pytest
 
 from rebench_tui.assets import AssetStore
 from rebench_tui.calibrate import calibration_secrets, put_in_place
-from rebench_tui.scoring import normalize
 from rebench_tui.catalog import anchors_in_effect, load_catalog
 from rebench_tui.catalog.calibration import calibration_path, load_calibration
 from rebench_tui.config import Settings
+from rebench_tui.scoring import normalize
 from rebench_tui.session import Session
 from tests.conftest import KNOWN_IMAGES, ROOT
 
