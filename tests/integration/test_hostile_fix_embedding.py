@@ -160,7 +160,8 @@ def test_a_huge_file_fifo_or_folder_is_refused_unread(arena, honest):
     with pytest.raises(SessionError, match="is a named pipe"):  # refused by the snapshot: nothing is scored
         _score(arena, agent_cmd=f"mkfifo /home/agent/{FIXED}")
     record = _score(arena, agent_cmd=f"mkdir /home/agent/{FIXED}")
-    _nan_with(record, "not a regular file")
+    # an empty folder is no file of the attempt (the snapshot holds files): scored as no model yet
+    assert "no /home/agent/fixed_model.pth yet" in record.message.get("note", ""), record.message
 
 
 def test_entries_named_like_the_result_change_nothing(arena, honest):
