@@ -206,20 +206,6 @@ class AttemptStore:
             with open(self.objects / entry["sha256"], "rb") as f:
                 tar.addfile(info, f)
 
-    def materialize(self, snap: Snapshot, dest: Path) -> None:
-        """Write the snapshot's files into the folder ``dest`` (made; it must not exist)."""
-        dest.mkdir(parents=True)
-        for rel, entry in snap.manifest.items():
-            path = dest / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if "link" in entry:
-                os.symlink(entry["link"], path)
-                continue
-            with open(self.objects / entry["sha256"], "rb") as fin, open(path, "wb") as fout:
-                for chunk in iter(lambda: fin.read(CHUNK), b""):
-                    fout.write(chunk)
-            os.chmod(path, int(entry.get("mode", 0o644)) & 0o7777 | 0o200)
-
 
 class _ChunkReader(io.RawIOBase):
     """A file over an iterator of byte chunks (the engine's archive stream)."""

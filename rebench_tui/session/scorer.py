@@ -190,12 +190,6 @@ class Scorer:
                    **({RECOUNT_KEY: recount} if recount is not None else {}), **({ROOM_KEY: room} if room else {})}
         if result.timed_out:
             details["timeout_s"] = c.profile.score_timeout
-        if result.frozen_processes:  # stopped while it ran, resumed after (the supervisor's --freeze-owner-of)
-            details["participant_processes_stopped"] = result.frozen_processes
-        for key, value in (("temporary_files_removed", result.swept_temporary_files),  # left by the scored run
-                           ("bytecode_files_removed", result.bytecode_files_removed)):  # not in the record
-            if value:
-                details[key] = value
         return self.record(reservation, parsed, details, result.duration_s, attempt, final)
 
     def fill_refused(self, reservation: Reservation, links: list[list[str]]) -> None:
@@ -267,12 +261,6 @@ class Scorer:
         details = {**parsed.details, "scorer_sha256": reported, "scorer_sha256_expected": expected,
                    "scorer_matches_catalog": reported == expected}
         return ScoreResult(parsed.score, parsed.message, details)
-
-    @property
-    def _guard_links(self) -> bool:
-        """Whether scoring looks for links into what only the scorer may read (isolated sandboxes)."""
-        sandbox = self.core.sandbox
-        return bool(sandbox.isolated and sandbox.forbidden_link_targets)
 
     def _redacted(self, r: ScoreResult) -> ScoreResult:
         """A scorer that prints a secret (a service's key in a traceback) must not put it in the record."""
