@@ -481,6 +481,10 @@ async def drive(run: Run, args: argparse.Namespace) -> None:
                         run.check(any((s["container"] or "")[:12] in ours for s in seen),
                                   "nvidia-smi on the host shows this session's scoring room (or its container) holding the GPU")
 
+            if args.hostile_ticker:
+                with run.step("a hostile participant process through a scoring (the freeze and the room hold)"):
+                    await _ticker_scoring(run, session, container, score, pilot, solution)
+
             if args.raw_exec:
                 with run.step("the same scorer over a raw docker exec (no app)"):
                     r = _supervised(session.sandbox.python, session.sandbox.supervisor,
@@ -579,6 +583,45 @@ async def drive(run: Run, args: argparse.Namespace) -> None:
             session.sandbox.stop(remove=True)
 
 
+# A participant's process that a freeze made of signals would not hold: it ignores SIGTSTP, sends
+# itself SIGCONT on every tick, and stops and restarts every other process it can see (the attack
+# that once lengthened the scorer's measured hand-over). Started like a command of the participant's
+# own shell: a `docker exec` as agent, not under the app's supervisor.
+TICKER = ("trap '' TSTP; while :; do date +%s.%N >> /tmp/e2e-ticks; kill -CONT $$; "
+          "for p in $(ps -u agent -o pid=); do [ $p != $$ ] && kill -STOP $p 2>/dev/null && kill -CONT $p 2>/dev/null; done; "
+          "sleep 0.02; done")
+
+
+async def _ticker_scoring(run: Run, session: Any, container: Any, score: Any, pilot: Any, solution: str) -> None:
+    honest = [s for s in run.facts.get("scores", []) if s["solution"] == solution and s["valid"]]
+    container.exec_run(["sh", "-c", "rm -f /tmp/e2e-ticks"], user="agent")
+    container.exec_run(["sh", "-c", TICKER], user="agent", workdir=session.sandbox.home, detach=True)
+    await asyncio.sleep(1.0)
+    rec = await score(pilot, f"{solution} with a hostile ticker")
+    container.exec_run(["sh", "-c", "pkill -f e2e-ticks"], user="root")
+    ticks = [float(t) for t in container.exec_run(["cat", "/tmp/e2e-ticks"]).output.split()]
+    if rec is None:
+        return
+    # frozen from the snapshot to the scorer's end: the snapshot, the room's making and the scorer
+    d = rec.details or {}
+    room = d.get("room") or {}
+    held = sum(float(room.get(k) or 0) for k in ("snapshot_s", "open_s")) + float(d.get("duration_s") or 0)
+    begun = rec.called_at_ms / 1000 + 0.35  # the exec gate lets the engine settle 0.3 s before it freezes
+    ended = rec.called_at_ms / 1000 + held
+    inside = [t for t in ticks if begun < t < ended]
+    near = [b - a for a, b in zip(ticks, ticks[1:]) if b > begun and a < ended]
+    run.facts["ticker"] = {"ticks": len(ticks), "during_scoring": len(inside), "frozen_window_s": round(ended - begun, 2),
+                           "longest_gap_s": round(max(near, default=0.0), 2), "score": rec.score,
+                           "honest": [s["score"] for s in honest]}
+    run.log(f"   ticker: {len(ticks)} ticks in all, {len(inside)} in the {ended - begun:.2f} s the snapshot, room and "
+            f"scorer took (longest gap between ticks {max(near, default=0.0):.2f} s); score {rec.score:.4f} "
+            f"beside the honest {_fmt([s['score'] for s in honest])}")
+    run.check(len(ticks) > 5 and not inside, "the participant's container was frozen through the scoring (no tick inside it)")
+    if honest:
+        run.check(rec.fingerprint == session.history[-2].fingerprint if len(session.history) > 1 else True,
+                  "the same files: a re-score of the same attempt")
+
+
 def _rows(session: Any) -> list[dict[str, Any]]:
     from rebench_tui.trajectory.audit import read_entries
 
@@ -665,6 +708,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default="/tmp/rebench-e2e", help="folder for the log, the JSON summary and the export")
     p.add_argument("--gpus", type=int, default=None, help="rehearse on fewer GPUs than the profile asks for (start --gpus)")
     p.add_argument("--stand-ins", action="store_true", help="stand-ins for the profile's outside services (start --stand-ins)")
+    p.add_argument("--hostile-ticker", action="store_true",
+                   help="score once more with a participant process running that signals everything it sees")
     p.add_argument("--keep", action="store_true", help="leave the container (default: removed at the end; records stay)")
     return p.parse_args(argv)
 

@@ -65,3 +65,19 @@ def test_triton_cumsum_smoke_through_the_app_as_the_device_run_does(docker_clien
     assert s["raw_exec"]["valid"] and s["raw_exec"]["solution"] == "reference"
     assert s["verify"]["exit"] == 0 and s["export"]["samples"] == 1
     assert s["sandbox"]["image"] == "torch-cpu" and "gpu_devices" not in s["sandbox"]
+
+
+def test_a_participant_process_that_signals_everything_changes_no_scoring(docker_client, tmp_path):
+    """The device run's hostile step, here: a process of the participant's that re-arms itself with
+    SIGCONT and stops and restarts every process it can see runs through one more scoring; the
+    container stays frozen through it (no tick inside the scoring) and the score is the honest one."""
+    ref = tmp_path / "answer.txt"
+    ref.write_text("2\n")
+    rc, s, log = _run(tmp_path, "toy_score", "--environments", str(FIXTURE_ENVS), "--profile", "smoke",
+                      "--reference", f"solution/answer.txt={ref}", "--hostile-ticker", "--no-raw-exec")
+    assert rc == 0, log
+    t = s["ticker"]
+    assert t["ticks"] > 5 and t["during_scoring"] == 0, t
+    assert t["longest_gap_s"] >= max(t["frozen_window_s"], 0.3), t  # it stood still through the scoring
+    assert t["score"] == 2.0 and t["honest"] == [2.0]
+    assert [x["label"] for x in s["scores"]] == ["start 1", "reference 1", "reference with a hostile ticker", "final (submit)"]
