@@ -21,6 +21,7 @@ from ..errors import RebenchError, UsageError
 if TYPE_CHECKING:
     from ..config import Settings
 
+
 err = Console(stderr=True, soft_wrap=True)
 
 

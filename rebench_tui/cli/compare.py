@@ -13,6 +13,7 @@ from ..config import Settings
 from ..errors import RebenchError
 from .common import _settings, err, out, sessions_dir_opt
 
+
 class _Budget(click.ParamType):
     """A working-time budget for compare (2h, 8h, or none): a bad one is a usage error."""
 

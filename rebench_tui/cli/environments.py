@@ -15,6 +15,7 @@ from ..errors import RebenchError, UsageError
 from .common import _anchors_here, _settings, _steps, err, out
 from .tables import _environments_brief, _environments_table, _setting_table
 
+
 @click.command("list")
 @click.option("-v", "--verbose", is_flag=True, help="every column (title, METR task, where the anchors come from, settings "
               "that differ from the paper's), then each profile's anchors in detail and the paper's setting beside it")

@@ -15,6 +15,7 @@ from ..trajectory.records import META
 from .common import EXIT_FAILED, _settings, _store, err, out, sessions_dir_opt
 from .tables import _sessions_table
 
+
 @click.command("verify")
 @click.argument("session_ids", nargs=-1)
 @click.option("--witness", "witness_url", default=None, metavar="URL",

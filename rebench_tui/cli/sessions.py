@@ -13,7 +13,9 @@ from .. import workstation
 from ..config import Settings
 from ..errors import RebenchError, UsageError
 from ..trajectory.records import META
-from .common import DURATION, _anchors_here, _bounded_time_limit, _settings, _steps, _store, err, out, sessions_dir_opt
+from .common import (DURATION, _anchors_here, _bounded_time_limit, _settings, _steps, _store, err, out,
+                     sessions_dir_opt)
+
 
 def _witness(session, settings: Settings | None = None):
     """Stream the session's rows to its study's collector, if it belongs to a study."""

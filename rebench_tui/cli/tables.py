@@ -11,6 +11,7 @@ from ..clock import format_hms
 from ..config import Settings
 from .common import _anchors_here
 
+
 def _id_column(t: Table, name: str, ids) -> None:
     """A column of ids: never cut, never wrapped (ids are what users copy); others give way."""
     t.add_column(name, no_wrap=True, overflow="ignore", min_width=max([len(name), *(len(i) for i in ids)]))
