@@ -228,7 +228,7 @@ def test_cli_calibrate_shows_progress_on_a_terminal(env_copy, tmp_path, monkeypa
 
     from rich.console import Console
 
-    from rebench_tui import cli
+    from rebench_tui.cli import common as cli
 
     screen = io.StringIO()
     monkeypatch.setattr(cli, "err", Console(file=screen, force_terminal=True, width=120, soft_wrap=True))

@@ -370,7 +370,7 @@ class _FakeContainer:
 
 
 def test_docker_copy_out_and_copy_home_refuse_links_out(tmp_path):
-    from rebench_tui.cli import _copy_home
+    from rebench_tui.cli.sessions import _copy_home
     from rebench_tui.runtime.docker_runtime import DockerSandbox
 
     evil = _archive(dict(name="home/etc", kind=tarfile.SYMTYPE, linkname="/etc"),

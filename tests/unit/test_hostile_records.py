@@ -249,7 +249,7 @@ def test_a_missing_index_is_rebuilt_and_said(active):
 @pytest.mark.parametrize("limit", ["99999h", "1e300", "169h", "604801"])
 def test_a_working_time_above_seven_days_is_refused_before_anything_starts(limit, tmp_path, monkeypatch):
     opened = []
-    monkeypatch.setattr("rebench_tui.cli._run_app", lambda session: (opened.append(session), session.close()))
+    monkeypatch.setattr("rebench_tui.cli.sessions._run_app", lambda session: (opened.append(session), session.close()))
     r = cli("start", "toy_score", "--runtime", "local", "--time-limit", limit, sessions=tmp_path / "sessions")
     assert r.exit_code == 2 and "7 days" in r.output and "next:" in r.output and "168h" in r.output, r.output
     assert not opened and not [p for p in (tmp_path / "sessions").glob("toy_score-*")]

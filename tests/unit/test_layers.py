@@ -19,8 +19,8 @@ from rebench_tui.hashing import scorer_digest
 from rebench_tui.runtime.lib.rebench_scorer.identity import digest
 
 PKG = Path(rebench_tui.__file__).parent
-ABOVE_TUI = {"cli.py"}
-CORE = [p for p in PKG.rglob("*.py") if "tui" not in p.relative_to(PKG).parts and p.name not in ABOVE_TUI]
+ABOVE_TUI = {"cli"}  # the CLI package
+CORE = [p for p in PKG.rglob("*.py") if "tui" not in p.relative_to(PKG).parts and p.relative_to(PKG).parts[0] not in ABOVE_TUI]
 
 
 def _imports(path: Path) -> set[str]:
