@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Callable
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
-from .workspace_scan import DEFAULT_IGNORE, MARKER, is_ignored
+from .workspace import DEFAULT_IGNORE, MARKER, is_ignored
 
 if TYPE_CHECKING:
-    from .files import FileWatcher
+    from .watcher import FileWatcher
 
 # (kind, absolute path, absolute destination of a move, when it arrived: time.time())
 RawEvent = tuple[str, str, str | None, float]
