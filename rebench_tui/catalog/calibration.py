@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..safe_write import write_json
-from .anchors import Anchors, AnchorsError
+from .anchor_pair import Anchors, AnchorsError
 
 if TYPE_CHECKING:
     from .manifest import Environment

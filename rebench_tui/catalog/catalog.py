@@ -11,8 +11,9 @@ from typing import Iterable
 from pydantic import ValidationError
 
 from ..errors import CatalogError
-from .anchors import PUBLISHED_FILE, SAME, Published, PublishedEnv, load_published
+from .anchor_pair import SAME
 from .manifest import Environment, Manifest
+from .published import PUBLISHED_FILE, Published, PublishedEnv, load_published
 
 MANIFEST = "environment.toml"
 _DOCKERFILE_FROM = re.compile(r"^\s*FROM\s+\$\{?BASE_IMAGE\}?(\s|$)", re.MULTILINE | re.IGNORECASE)

@@ -17,7 +17,7 @@ from .paper_figures import timeout_problems
 from .setting import PaperSpec, ProfileSetting, SettingRow, check_profiles, on_fewer_gpus, setting_rows
 
 if TYPE_CHECKING:
-    from .anchors import PublishedEnv
+    from .published import PublishedEnv
 
 PROFILE_NAMES = ("gpu", "smoke")
 

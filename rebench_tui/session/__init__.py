@@ -1,9 +1,8 @@
 """One human attempt: the working clock, scoring, notes, submission, and the events that feed the record.
 
 The names below are imported on first use, so a module of this package that needs none of them
-(the file recorder's child process imports only the file-watching modules: ``files``, its
-``workspace_scan``, ``file_state``, ``file_events`` and ``file_rescan``, and ``recorder_child``) starts
-quickly.
+(the file recorder's child process imports only the ``files`` package, the file watcher and its
+recorder) starts quickly.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ re-scoring of unchanged files costs no copy); links are kept only when they stay
 a named pipe, socket or device ends the scoring with a reason that names it, as does a link out
 of the home. The snapshot's manifest (``.state/attempts/<fingerprint>.json``) lists each path
 with its hash, mode and size, and its fingerprint is the attempt fingerprint of the record
-(``workspace_scan.fingerprint`` over the descriptions the file recorder writes, a link's target
+(``files.fingerprint`` over the descriptions the file recorder writes, a link's target
 included), so a recount scores exactly the files the record shows.
 
 The store is out of the participant's reach: it is in the session folder on the machine that
@@ -32,7 +32,7 @@ from typing import IO, Any, Iterator
 
 from ..errors import SessionError
 from ..safe_write import write_content_addressed, write_json
-from .workspace_scan import fingerprint, is_ignored
+from .files import fingerprint, is_ignored
 
 ATTEMPTS = "attempts"
 OBJECTS = "objects"

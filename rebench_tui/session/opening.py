@@ -9,7 +9,7 @@ import shutil
 import socket
 from pathlib import Path
 from secrets import randbelow
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from .. import __version__
 from ..assets import AssetStatus, AssetStore
@@ -28,19 +28,17 @@ from ..trajectory.state import chain_state
 from ..trajectory.verify import Report, check_score_log
 from .layout import AUDIT, LOCK, META, SCORE_LOG, STATE, WORKSPACE, new_session_id
 from .lock import SessionLock
+from .opened import OpenedSession, S
 from .recount import restore_after_recount
-
-if TYPE_CHECKING:
-    from .session import Session
 
 Progress = Callable[[str], None]
 
 
-def create_session(cls: type["Session"], env: Environment, profile_name: str, runtime: Runtime, sessions_dir: Path, *,
+def create_session(cls: type[S], env: Environment, profile_name: str, runtime: Runtime, sessions_dir: Path, *,
                    time_limit_s: float | None, clock: Clock | None, store: Store | None, progress: Progress,
                    extra_env: dict[str, str] | None, asset_store: AssetStore | None, secrets: dict[str, str] | None,
                    anchors: Anchors | None, rehearsal: Rehearsal | None = None,
-                   participant: Participant | None = None) -> "Session":
+                   participant: Participant | None = None) -> S:
     """A new session. ``anchors``: what its scores are normalized with (default: the manifest's; the
     CLI passes ``catalog.anchors_in_effect``). ``rehearsal``: fewer GPUs or stand-ins for outside
     services (recorded). ``participant``: who works, under which conditions (recorded)."""
@@ -138,7 +136,7 @@ def _new_meta(sid: str, now: float, env: Environment, profile: Profile, runtime:
     )
 
 
-def _started_row(session: "Session", runtime: Runtime, anchors: Anchors) -> dict:
+def _started_row(session: OpenedSession, runtime: Runtime, anchors: Anchors) -> dict:
     meta, sandbox, m = session.meta, session.sandbox, session.env.manifest
     return log(
         f"session started: {m.title} ({m.task_id} {m.version}), profile {meta.profile}"
@@ -155,8 +153,8 @@ def _started_row(session: "Session", runtime: Runtime, anchors: Anchors) -> dict
     )
 
 
-def open_session(cls: type["Session"], folder: Path, env: Environment, runtime: Runtime, *, clock: Clock | None,
-                 store: Store | None, secrets: dict[str, str] | None) -> "Session":
+def open_session(cls: type[S], folder: Path, env: Environment, runtime: Runtime, *, clock: Clock | None,
+                 store: Store | None, secrets: dict[str, str] | None) -> S:
     clock = clock or SystemClock()
     meta, rows = readable_records(folder)
     restored = restore_rules(meta, rows)  # the chain decides the score, never session.json alone

@@ -10,12 +10,10 @@ from ..trajectory.entries import log
 from .commands import CommandCollector
 from .core import SessionCore
 from .events import CommandsRecorded, FilesRecorded, LinkLost, LinkRestored, RecordingTrouble
-from .file_recorder import FileRecorder
-from .files import FileChange, FileWatcher
+from .files import FileChange, FileRecorder, FileWatcher, RemoteFileWatcher
 from .journal import StateCommit
 from .layout import COMMANDS_STATE, FILES_STATE
 from .link import LinkMonitor
-from .remote_files import RemoteFileWatcher
 
 Watcher = FileWatcher | FileRecorder | RemoteFileWatcher
 

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import SessionError
-from .workspace_scan import fingerprint, scan
+from .files import fingerprint, scan
 
 SNAPSHOTS = "attempts"
 

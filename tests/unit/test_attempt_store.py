@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from rebench_tui.session.attempt_store import AttemptStore, SnapshotRefused
-from rebench_tui.session.workspace_scan import DEFAULT_IGNORE, fingerprint, scan
+from rebench_tui.session.files import DEFAULT_IGNORE, fingerprint, scan
 
 IGNORE = DEFAULT_IGNORE + ("assets/",)
 

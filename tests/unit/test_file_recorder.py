@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from rebench_tui.secrets import Redactor
-from rebench_tui.session.file_recorder import CHILD, PACKAGE_PARENT, FileRecorder
-from rebench_tui.session.files import MARKER, FileWatcher
+from rebench_tui.session.files import FileRecorder, FileWatcher
+from rebench_tui.session.files.recorder import CHILD, PACKAGE_PARENT
+from rebench_tui.session.files.workspace import MARKER
 
 
 class Sink:
@@ -202,7 +203,7 @@ def test_the_child_ends_when_the_app_is_killed(tmp_path):
     app = subprocess.Popen([sys.executable, "-c", f"""
 import sys, time
 from pathlib import Path
-from rebench_tui.session.file_recorder import FileRecorder
+from rebench_tui.session.files import FileRecorder
 r = FileRecorder(Path({str(ws)!r}), lambda c, n: None, Path({str(tmp_path / 'state' / 'files.json')!r}))
 r.start()
 print(r._proc.pid, flush=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import threading
 
-from rebench_tui.session import files as files_mod
+from rebench_tui.session.files import watcher as files_mod
 from rebench_tui.session.files import FileWatcher
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rebench_tui.session.file_recorder import FileRecorder
-from rebench_tui.session.files import BEFORE_SCORING, LOST, SETTLED, FileWatcher
+from rebench_tui.session.files import FileRecorder, FileWatcher
+from rebench_tui.session.files.workspace import BEFORE_SCORING, LOST, SETTLED
 
 
 class Sink:

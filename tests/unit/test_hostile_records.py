@@ -322,7 +322,7 @@ def test_a_burst_of_files_is_never_stamped_after_it_was_written(toy_session, fak
 
 # -- 5. the recorder quits cleanly; a link is shown as a link ----------------------------------------
 def test_the_file_recorder_child_quits_without_a_fatal_error(tmp_path):
-    from rebench_tui.session.file_recorder import FileRecorder
+    from rebench_tui.session.files import FileRecorder
 
     (tmp_path / "ws").mkdir()
     state = tmp_path / "state" / "files.json"

@@ -103,7 +103,7 @@ def test_remote_feed_fingerprint_is_the_scanned_homes(tmp_path):
     """The remote file feed's state after its scans gives the same attempt fingerprint as a scan of
     the same files here: a remote scoring and a local one of equal files name one attempt."""
     from rebench_tui.session.files import DEFAULT_IGNORE, fingerprint, scan
-    from rebench_tui.session.remote_files import RemoteFileWatcher
+    from rebench_tui.session.files import RemoteFileWatcher
 
     home = tmp_path / "home"
     (home / "solution").mkdir(parents=True)

@@ -37,8 +37,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from ..errors import RebenchError
-from .files import DEFAULT_IGNORE, FileChange
+from ...errors import RebenchError
+from .watcher import DEFAULT_IGNORE, FileChange
 from .recorder_child import _Child, _child, _line, _Refused  # the child's side; CHILD imports _child from here
 
 __all__ = ["CHILD", "PACKAGE_PARENT", "RESTARTS", "RESTART_WINDOW", "FileRecorder", "Sink"]
@@ -47,8 +47,8 @@ _ = (_Child, _Refused)  # kept importable from here, as before the split
 Sink = Callable[[list[FileChange], int], None]
 RESTARTS = 5  # child deaths tolerated within RESTART_WINDOW before the recorder gives up (and says so)
 RESTART_WINDOW = 60.0
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
-CHILD = "import sys; sys.path.insert(0, {path}); from rebench_tui.session.file_recorder import _child; _child()"
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[3])
+CHILD = "import sys; sys.path.insert(0, {path}); from rebench_tui.session.files.recorder import _child; _child()"
 
 
 class FileRecorder:

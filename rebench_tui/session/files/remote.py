@@ -4,7 +4,7 @@ The home lives on the remote host, so it is scanned there (``runtime/poller.py``
 arrive over an exec stream. Each stream begins with a full scan, compared with the last state
 this machine recorded: what changed while no stream ran (the app closed, the link down) is
 recorded once, with a note saying so; later scans carry only changes. State and rows are
-committed together (:mod:`.journal`), so neither a lost link nor a killed app leaves a gap or a
+committed together (:mod:`..journal`), so neither a lost link nor a killed app leaves a gap or a
 duplicate. When the stream fails, the watcher waits for the link to come back and starts again.
 """
 
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .files import DEFAULT_IGNORE, FileChange, FileWatcher
+from .watcher import DEFAULT_IGNORE, FileChange, FileWatcher
 
 Record = Callable[[list[FileChange], int, dict[str, Any]], None]  # (changes, raw count, state to commit with them)
 

@@ -13,11 +13,11 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from ..safe_write import write_json, write_whole
+from ...safe_write import write_json, write_whole
 
 
 class FileState:
-    """The state file and the text blobs beside it, for one :class:`~.files.FileWatcher`."""
+    """The state file and the text blobs beside it, for one :class:`~.watcher.FileWatcher`."""
 
     def __init__(self, state_path: Path, redact: Callable[[str], str]) -> None:
         self.state_path = state_path

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..hashing import sha256_file
+from ...hashing import sha256_file
 
 DEFAULT_IGNORE: tuple[str, ...] = (
     "__pycache__", "*.pyc", ".cache", ".triton", ".git", ".ipynb_checkpoints", "*.swp", "*.swx", "*~",

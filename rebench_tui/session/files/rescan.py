@@ -1,4 +1,4 @@
-"""The file watcher's second look, a mixin of :class:`~.files.FileWatcher`.
+"""The file watcher's second look, a mixin of :class:`~.watcher.FileWatcher`.
 
 Events the kernel drops are found again. inotify's queue holds a fixed number of events
 (``/proc/sys/fs/inotify/max_queued_events``, 16,384 here); a burst past it (20,000 files made in
@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .file_state import FileState
-from .workspace_scan import (BEFORE_SCORING, LOST, RECENT, RESCAN_CHUNK, SETTLE, SETTLED, FileChange, describe,
+from .state import FileState
+from .workspace import (BEFORE_SCORING, LOST, RECENT, RESCAN_CHUNK, SETTLE, SETTLED, FileChange, describe,
                              stat_walk)
 
 

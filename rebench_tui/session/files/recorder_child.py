@@ -1,8 +1,8 @@
-"""The file recorder's child process: a :class:`~.files.FileWatcher` whose batches go to the app
+"""The file recorder's child process: a :class:`~.watcher.FileWatcher` whose batches go to the app
 over the pipe (stdout), and the app's commands (acks, flushes, fingerprints, stop) read from stdin.
 
-Started by :class:`~.file_recorder.FileRecorder` with ``python -I -c CHILD``, which imports
-``_child`` from :mod:`.file_recorder` (it is re-exported there). The protocol is described there.
+Started by :class:`~.recorder.FileRecorder` with ``python -I -c CHILD``, which imports
+``_child`` from :mod:`.recorder` (it is re-exported there). The protocol is described there.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
-from .files import FileChange, FileWatcher
+from .watcher import FileChange, FileWatcher
 
 
 def _line(obj: dict[str, Any]) -> bytes:
@@ -34,7 +34,7 @@ class _Child:
     the parent's commands (acks, flushes, fingerprints, stop) read on a thread of their own."""
 
     def __init__(self, stdin: IO[bytes], stdout: IO[bytes], cfg: dict[str, Any]) -> None:
-        from ..secrets import Redactor
+        from ...secrets import Redactor
 
         self.stdin, self.stdout = stdin, stdout
         self.out_lock = threading.Lock()

@@ -11,9 +11,9 @@ compares the workspace with the last state recorded (``files.json``) and records
 differences as changes seen on reopening.
 
 Events the kernel drops are found again by a rescan, and files still being written when they
-were described are looked at again once quiet (:mod:`.file_rescan`). The pieces: what a workspace
-holds (:mod:`.workspace_scan`), watchdog's events (:mod:`.file_events`), the saved state and
-diff bases (:mod:`.file_state`).
+were described are looked at again once quiet (:mod:`.rescan`). The pieces: what a workspace
+holds (:mod:`.workspace`), watchdog's events (:mod:`.raw_events`), the saved state and
+diff bases (:mod:`.state`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from typing import Any, Callable
 
 from watchdog.observers import Observer
 
-from .file_events import _LOST_EVENTS, RawEvent, _Handler, _LostEvents, barrier, coalesce
-from .file_rescan import Rescanning
-from .file_state import FileState
-from .workspace_scan import (BEFORE_SCORING, DEFAULT_IGNORE, DEFERRED_LIMIT, DIFF_LIMIT, FINGERPRINT_DOMAIN,
+from .raw_events import _LOST_EVENTS, RawEvent, _Handler, _LostEvents, barrier, coalesce
+from .rescan import Rescanning
+from .state import FileState
+from .workspace import (BEFORE_SCORING, DEFAULT_IGNORE, DEFERRED_LIMIT, DIFF_LIMIT, FINGERPRINT_DOMAIN,
                              HASH_LIMIT, LOST, MARKER, RECENT, RESCAN_CHUNK, SETTLE, SETTLED, TEXT_LIMIT, FileChange,
                              _Ignore, _read_text, describe, fingerprint, human_size, is_ignored, observed, scan,
                              stat_walk, with_diff)
@@ -264,7 +264,7 @@ class FileWatcher(Rescanning):
 
     def _barrier(self, wait: float) -> None:
         """Return once every file event the kernel queued before this call has reached the queue
-        (:func:`~.file_events.barrier`: a marker file's own event); at once while no observer runs."""
+        (:func:`~.raw_events.barrier`: a marker file's own event); at once while no observer runs."""
         if self._observer is None:
             return
         barrier(str(self.root), self._markers, next(self._marker_ids), wait)

@@ -11,17 +11,20 @@ import os
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
-from .workspace_scan import DEFAULT_IGNORE, MARKER, is_ignored
-
-if TYPE_CHECKING:
-    from .files import FileWatcher
+from .workspace import DEFAULT_IGNORE, MARKER, is_ignored
 
 # (kind, absolute path, absolute destination of a move, when it arrived: time.time())
 RawEvent = tuple[str, str, str | None, float]
+
+
+class HearsLostEvents(Protocol):
+    """What the lost-events handler needs of a watcher (a :class:`~.watcher.FileWatcher`): to be told."""
+
+    def lost_events(self, why: str) -> None: ...
 
 
 class _LostEvents(logging.Handler):
@@ -30,7 +33,7 @@ class _LostEvents(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
-        self.watchers: "set[FileWatcher]" = set()
+        self.watchers: set[HearsLostEvents] = set()
         # not ``self.lock``: that is logging.Handler's own, held while emit runs (taking it again hangs
         # watchdog's inotify thread for good)
         self.watchers_lock = threading.Lock()
