@@ -21,7 +21,7 @@ from ..catalog import Environment, Profile
 from .supervision import ExecResult, OutputFn, exec_result  # noqa: F401
 
 if TYPE_CHECKING:
-    from .gpus import Gpu, GpuSupport
+    from .gpu_host import Gpu, GpuSupport
     from .images import ImageBuilder
 
 ProgressFn = Callable[[str], None]
@@ -249,7 +249,7 @@ class Runtime(ABC):
 
     def gpu_support(self) -> "GpuSupport":
         """How this runtime's sandboxes get GPUs (toolkit, devices or none), and why."""
-        from .gpus import GpuSupport
+        from .gpu_host import GpuSupport
 
         return GpuSupport("none", "auto", f"the {self.kind} runtime gives sandboxes no GPUs")
 

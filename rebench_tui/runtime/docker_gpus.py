@@ -11,7 +11,7 @@ from typing import Any, Callable
 from ..errors import RuntimeUnavailable
 from ..hosts import Host
 from .base import LABEL_MANAGED, ProgressFn
-from .gpus import (HOST_ROOT, LOOK_SCRIPT, QUERY, QUERY_DEVICES, TOOLKIT_FIX, Gpu, GpuSupport, HostView, claims, decide,
+from .gpu_host import (HOST_ROOT, LOOK_SCRIPT, QUERY, QUERY_DEVICES, TOOLKIT_FIX, Gpu, GpuSupport, HostView, claims, decide,
                    parse_look, parse_nvidia_smi, with_claims)
 
 

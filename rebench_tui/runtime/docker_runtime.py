@@ -28,7 +28,7 @@ from .docker_limits import ContainerSettings
 from .docker_sandbox import DockerSandbox
 from .docker_setup import HOME, PROTECTED, SERVICES_LOG, SERVICES_RUN, add_protected, add_tools, setup_steps
 from .exec_gate import ExecGate
-from .gpus import TOOLKIT_FIX, GpuSupport
+from .gpu_host import TOOLKIT_FIX, GpuSupport
 from .remote import is_remote, remove_session_volumes, tar_contents
 
 NVIDIA_FIX = f"{TOOLKIT_FIX}; or start with `--profile smoke`, which needs no GPU"
