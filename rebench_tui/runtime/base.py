@@ -21,7 +21,8 @@ from ..catalog import Environment, Profile
 from .supervision import ExecResult, OutputFn, exec_result  # noqa: F401
 
 if TYPE_CHECKING:
-    from .gpu_host import Gpu, GpuSupport
+    from .gpu_host import GpuSupport
+    from .gpus import Gpu
     from .images import ImageBuilder
 
 ProgressFn = Callable[[str], None]

@@ -11,8 +11,8 @@ from typing import Any, Callable
 from ..errors import RuntimeUnavailable
 from ..hosts import Host
 from .base import LABEL_MANAGED, ProgressFn
-from .gpu_host import (HOST_ROOT, LOOK_SCRIPT, QUERY, QUERY_DEVICES, TOOLKIT_FIX, Gpu, GpuSupport, HostView, claims, decide,
-                   parse_look, parse_nvidia_smi, with_claims)
+from .gpu_host import HOST_ROOT, LOOK_SCRIPT, TOOLKIT_FIX, GpuSupport, HostView, decide, parse_look
+from .gpus import QUERY, QUERY_DEVICES, Gpu, claims, parse_nvidia_smi, with_claims
 
 
 class EngineGpus:

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from .base import SandboxSpec
 from .docker_setup import HOME, STATE_DIR, add_protected, add_tools, nvidia_linker_step, ownership_steps
-from .gpu_host import NVIDIA_ROOT
+from .gpus import NVIDIA_ROOT
 
 LABEL_ROOM = "rebench.room"
 LABEL_ROOM_OF = "rebench.room-of"

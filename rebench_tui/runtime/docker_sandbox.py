@@ -18,7 +18,7 @@ from .capture import TASK_DIR
 from .docker_freeze import EngineFreezer
 from .docker_room import RoomsOfSandbox
 from .docker_setup import CAPTURE_TTY_DIR, HOME, PROTECTED, STATE_DIR, SUPERVISOR_PATH, tar_of
-from .gpu_host import held_by
+from .gpus import held_by
 from .remote import FileStream, remove_session_volumes
 from .safe_tar import extract_stream
 from .supervision import StatusFilter, exec_nonce, supervisor_argv

@@ -15,7 +15,7 @@ from typing import Any
 from ..secrets import secrets_env_file
 from .base import ASSETS_DIR, SCORER_LIB, SCORER_LIB_PACKAGE, SECRETS_FILE, STARTING_SOLUTION_DIR, SUPERVISOR, ProgressFn, SandboxSpec
 from .capture import DAEMON, HOOKS, TASK, TASK_DIR
-from .gpu_host import NVIDIA_LIB_DIRS, NVIDIA_ROOT
+from .gpus import NVIDIA_LIB_DIRS, NVIDIA_ROOT
 from .remote import POLLER
 
 HOME = "/home/agent"

@@ -23,7 +23,7 @@ from rebench_tui.doctor import Doctor
 from rebench_tui.errors import RuntimeUnavailable
 from rebench_tui.hosts import Host, load_hosts
 from rebench_tui.runtime.base import LABEL_ENV, LABEL_PROFILE
-from rebench_tui.runtime.gpu_host import query_fields_known
+from rebench_tui.runtime.gpus import query_fields_known
 from rebench_tui.session import Session
 from tests.conftest import FIXTURE_ENVS, KNOWN_IMAGES
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import paramiko
 
 from rebench_tui.doctor import _parse_engine_time, ssh_findings
-from rebench_tui.runtime.gpu_host import BUSY_MEMORY, claims, parse_nvidia_smi, with_claims
+from rebench_tui.runtime.gpus import BUSY_MEMORY, claims, parse_nvidia_smi, with_claims
 
 SMI = """0, GPU-1111aaaa-0000-0000-0000-000000000000, NVIDIA H200, 143771, 4
 1, GPU-2222bbbb-0000-0000-0000-000000000000, NVIDIA H200, 143771, 60211

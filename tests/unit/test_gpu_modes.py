@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from rebench_tui.runtime.gpu_host import (NVIDIA_ROOT, HostView, claims, decide, held_by, parse_ldconfig, parse_look,
-                                      parse_nvidia_smi, with_claims)
+from rebench_tui.runtime.gpu_host import HostView, decide, parse_ldconfig, parse_look
+from rebench_tui.runtime.gpus import NVIDIA_ROOT, claims, held_by, parse_nvidia_smi, with_claims
 
 # `ldconfig -p` lines as the real tool prints them (format checked against this machine's own cache)
 LDCONFIG = """\
@@ -133,7 +133,7 @@ def test_claims_read_the_same_from_both_modes():
 def test_every_field_the_inventory_asks_for_is_one_a_real_driver_knows():
     """A field nvidia-smi does not know fails the whole query (exit 2): checked against the list a
     real driver printed (`nvidia-smi --help-query-gpu`, driver 580 on an H200, kept as a fixture)."""
-    from rebench_tui.runtime.gpu_host import QUERY, QUERY_DEVICES, QUERY_FIELDS, query_fields_known
+    from rebench_tui.runtime.gpus import QUERY, QUERY_DEVICES, QUERY_FIELDS, query_fields_known
 
     known = query_fields_known(HELP_QUERY_GPU.read_text())
     assert {"index", "uuid", "name", "memory.total", "memory.used", "pci.bus_id"} <= known and len(known) > 100
@@ -146,7 +146,7 @@ def test_every_field_the_inventory_asks_for_is_one_a_real_driver_knows():
 
 def test_minor_numbers_come_from_a_real_drivers_q_output():
     """`nvidia-smi -q` as a real driver printed it (the H200 fixture): its GPU's UUID and minor number."""
-    from rebench_tui.runtime.gpu_host import MINOR_MARK, parse_minor_numbers
+    from rebench_tui.runtime.gpus import MINOR_MARK, parse_minor_numbers
 
     text = SMI_Q.read_text()
     minors = parse_minor_numbers(text)
