@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 ProgressFn = Callable[[str], None]
 
 SUPERVISOR = Path(__file__).with_name("supervise.py")
+# Its parts, which it imports from its own folder: shipped with it wherever it runs.
+SUPERVISOR_PARTS = tuple(SUPERVISOR.with_name(f"supervise_{part}.py") for part in ("args", "files", "procs", "start", "state"))
 # The scorers' helpers (result channel, participant processes, shared tensors): /opt/rebench/lib in a
 # container, this folder on the local runtime; scorers find it through REBENCH_SCORER_LIB.
 SCORER_LIB = Path(__file__).with_name("lib")

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..secrets import secrets_env_file
-from .base import ASSETS_DIR, SCORER_LIB, SCORER_LIB_PACKAGE, SECRETS_FILE, STARTING_SOLUTION_DIR, SUPERVISOR, ProgressFn, SandboxSpec
+from .base import (ASSETS_DIR, SCORER_LIB, SCORER_LIB_PACKAGE, SECRETS_FILE, STARTING_SOLUTION_DIR, SUPERVISOR, SUPERVISOR_PARTS,
+                   ProgressFn, SandboxSpec)
 from .capture import DAEMON, HOOKS, TASK, TASK_DIR
 from .gpus import NVIDIA_LIB_DIRS, NVIDIA_ROOT
 from .remote import POLLER
@@ -57,6 +58,8 @@ def add_tools(tar: tarfile.TarFile) -> None:
     """The supervisor, the capture daemon, the poller, the scorer library and the shells' hooks."""
     add_file(tar, "opt/rebench", None, 0o755)
     add_file(tar, "opt/rebench/supervise.py", SUPERVISOR.read_bytes(), 0o755)
+    for part in SUPERVISOR_PARTS:
+        add_file(tar, f"opt/rebench/{part.name}", part.read_bytes(), 0o644)
     add_file(tar, "opt/rebench/capture.py", DAEMON.read_bytes(), 0o755)
     add_file(tar, "opt/rebench/poller.py", POLLER.read_bytes(), 0o755)
     add_file(tar, "opt/rebench/lib", None, 0o755)
