@@ -129,7 +129,7 @@ def _supervised(python: str, supervisor: str, argv: list[str], *, state_dir: str
     """Run ``argv`` under the project's supervisor as the workstation does (as root, a fresh
     status nonce), either here or behind ``prefix`` (a raw ``docker exec``); returns the status,
     the parsed score and the wall time."""
-    from rebench_tui.runtime.base import StatusFilter, exec_nonce, supervisor_argv
+    from rebench_tui.runtime.supervision import StatusFilter, exec_nonce, supervisor_argv
     from rebench_tui.scoring import parse_scorer_output
 
     nonce = exec_nonce()
@@ -328,7 +328,7 @@ async def drive(run: Run, args: argparse.Namespace) -> None:
     from rebench_tui.assets import AssetStore
     from rebench_tui.catalog import Rehearsal
     from rebench_tui.config import Settings
-    from rebench_tui.runtime.docker_runtime import STATE_DIR
+    from rebench_tui.runtime.docker_setup import STATE_DIR
     from rebench_tui.session import Session
     from rebench_tui.store import Store
     from rebench_tui.tui import app as app_module

@@ -23,6 +23,8 @@ import tempfile
 from typing import Any, Callable
 
 from .base import SandboxSpec
+from .docker_setup import HOME, STATE_DIR, add_protected, add_tools, nvidia_linker_step, ownership_steps
+from .gpus import NVIDIA_ROOT
 
 LABEL_ROOM = "rebench.room"
 LABEL_ROOM_OF = "rebench.room-of"
@@ -118,3 +120,68 @@ def find_rooms(client: Any, session_id: str | None = None, token: str | None = N
     label = f"{LABEL_ROOM}={token}" if token else (f"{LABEL_ROOM_OF}={session_id}" if session_id else LABEL_ROOM)
     # ignore_removed: a room removed between the listing and its inspection (its scoring just ended)
     return client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
+
+
+class RoomsOfSandbox:
+    """A Docker sandbox's side of its scoring rooms (a mixin): the home's archive, opening, finding
+    and removing the rooms of its session."""
+
+    runtime: Any
+    container: Any
+    _container: Any
+    spec: SandboxSpec
+    room_of: str | None
+
+    def home_archive(self) -> tuple[Any, str]:
+        """The home as the engine's tar stream (read as root, links not followed) and the
+        members' prefix; the container may be frozen."""
+        stream, _stat = self.container.get_archive(HOME)
+        return stream, HOME.rsplit("/", 1)[-1]
+
+    def open_room(self, token: str, fill_home: Callable[[Any, str], None], network: bool) -> "RoomsOfSandbox":
+        """A scoring room for the exec ``token`` (see docker_room.py): the session's image,
+        limits and GPUs, the protected data, and the home ``fill_home(tar, arcname)`` writes."""
+        spec = self.spec
+
+        def fill(tar: tarfile.TarFile) -> None:
+            add_tools(tar)
+            add_protected(tar, spec, lambda _m: None)
+            fill_home(tar, HOME_ARCNAME)
+
+        steps = ["[ -d /tmp ] || { mkdir -p /tmp && chmod 1777 /tmp; }", f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}",
+                 *ownership_steps(spec, home=False)]
+        if any(str(m.get("Destination", "")).startswith(NVIDIA_ROOT) for m in (self.container.attrs or {}).get("Mounts") or []):
+            steps.append(nvidia_linker_step())
+        room = open_room(self.runtime.client, self.container, spec, token, HOME, network, fill, steps)
+        sandbox = type(self)(self.runtime, room, spec)
+        sandbox.room_of = spec.session_id
+        try:
+            self.runtime._start_services(room, spec)
+        except BaseException:
+            remove_room(room)
+            raise
+        return sandbox
+
+    def describe_room(self) -> dict[str, Any]:
+        attrs = self._container.attrs or {}
+        return {"kind": "docker", "isolated": True, "container": self._container.id[:12], "image": attrs.get("Image"),
+                "network": ((attrs.get("HostConfig") or {}).get("NetworkMode") or "default")}
+
+    def close_room(self) -> None:
+        """Remove this scoring room (its container, with every process in it)."""
+        remove_room(self._container)
+
+    def remove_rooms(self, token: str | None = None) -> int:
+        """Remove the session's rooms (of one scoring, with ``token``); how many there were."""
+        found = find_rooms(self.runtime.client, self.spec.session_id, token)
+        for room in found:
+            remove_room(room)
+        return len(found)
+
+    def _room_for(self, token: str) -> "RoomsOfSandbox | None":
+        found = find_rooms(self.runtime.client, token=token)
+        if not found:
+            return None
+        room = type(self)(self.runtime, found[0], self.spec)
+        room.room_of = self.spec.session_id
+        return room

@@ -21,7 +21,8 @@ from typing import Any, Sequence
 
 from ..catalog import Environment, Profile
 from .capture import TASK
-from .base import ASSETS_DIR, SCORER_LIB, STARTING_SOLUTION_DIR, SUPERVISOR, ExecResult, OutputFn, ProgressFn, Runtime, Sandbox, SandboxSpec, StatusFilter, exec_nonce, supervisor_argv
+from .base import ASSETS_DIR, SCORER_LIB, STARTING_SOLUTION_DIR, SUPERVISOR, ExecResult, OutputFn, ProgressFn, Runtime, Sandbox, SandboxSpec
+from .supervision import StatusFilter, exec_nonce, supervisor_argv
 
 
 def _pump(stream, name: str, sink: StatusFilter, lock: threading.Lock) -> None:

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs one command in its own process group with a timeout that really stops it.
 
-Standard library only: it is copied into every sandbox (``/opt/rebench/supervise.py``) and run
-by the sandbox's own ``python3``, as root where it can, dropping to the participant's user.
+Standard library only: it is copied into every sandbox (``/opt/rebench/supervise.py``, its parts
+``supervise_*.py`` beside it: arguments, files, processes, start, state) and run by the sandbox's
+own ``python3``, as root where it can, dropping to the participant's user.
 
     supervise.py run --token T --state-dir D [--user U[:GROUP]] [--cwd DIR] [--timeout S]
                      [--guard-links HOME --forbid PATH ...] [--freeze-owner-of HOME] [--keep-status] -- ARGV...
@@ -52,10 +53,25 @@ import os
 import sys
 import time
 
+if not __package__:  # run as a script (``python3 -I -S supervise.py``): its parts lie beside it, as a package
+    __package__ = "rebench_supervisor"
+    _here = type(sys)(__package__)
+    _here.__path__ = [os.path.dirname(os.path.abspath(__file__))]
+    sys.modules[__package__] = _here
+    sys.dont_write_bytecode = True  # nothing written beside it (a container's copy is refreshed on each attach)
+
 try:  # the C module behind ``signal``: the same functions and numbers, without enum (5 ms a start here)
     import _signal as signal
 except ImportError:  # pragma: no cover - another Python
     import signal  # type: ignore[no-redef]
+
+# Its parts, shipped with it (docker_setup.py copies every one into the container beside it)
+from .supervise_args import Args, parse
+from .supervise_files import SHARED_TMP, find_links, purge_bytecode, sweep
+from .supervise_procs import _become_subreaper, _end_descendants, _group, _kill_group, _runs_token, _signal_each, _state_and_parent, _uids
+from .supervise_start import _exit_code, _spawn, _switch_user, _Watch
+from .supervise_state import (_cancelfile, _forget_old_statuses, _frozenfile, _pidfile, _read_int, _read_result, _result_fd,
+                              _statusfile, _supfile)
 
 # Lean on purpose: it starts once per scoring (run as ``python3 -I -S``), so it imports only what
 # every run needs (argparse, subprocess, shutil, tempfile, json and signal's enums cost ~20 ms of
@@ -93,22 +109,6 @@ def _json(value: object) -> str:
     return _json(str(value))
 
 
-def _pidfile(state_dir: str, token: str) -> str:
-    return os.path.join(state_dir, f"{token}.pid")
-
-
-def _cancelfile(state_dir: str, token: str) -> str:
-    return os.path.join(state_dir, f"{token}.cancel")
-
-
-def _supfile(state_dir: str, token: str) -> str:
-    return os.path.join(state_dir, f"{token}.sup")
-
-
-def _statusfile(state_dir: str, token: str) -> str:
-    return os.path.join(state_dir, f"{token}.status")
-
-
 def _write_durably(path: str, text: str) -> None:
     """``text`` at ``path`` by an fsynced temporary file renamed into place, the folder fsynced."""
     tmp = path + ".tmp"
@@ -126,154 +126,6 @@ def _write_durably(path: str, text: str) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
-
-
-def _forget_old_statuses(state_dir: str) -> None:
-    """A kept status is needed until the session has read it: before the next scoring starts."""
-    for name in os.listdir(state_dir):
-        if name.endswith((".status", ".status.tmp")):
-            try:
-                os.unlink(os.path.join(state_dir, name))
-            except FileNotFoundError:
-                pass
-
-
-def _account(spec: str) -> tuple[str, int, int, str]:
-    """(name, uid, gid, home) of ``USER[:GROUP]`` (names or numbers)."""
-    import grp
-    import pwd
-
-    name, _, group = spec.partition(":")
-    pw = pwd.getpwnam(name) if not name.isdigit() else pwd.getpwuid(int(name))
-    gid = pw.pw_gid
-    if group:
-        gid = grp.getgrnam(group).gr_gid if not group.isdigit() else int(group)
-    return pw.pw_name, pw.pw_uid, gid, pw.pw_dir
-
-
-def find_links(root: str, forbid_paths: list[str]) -> list[list[str]]:
-    """Every symlink below ``root`` that resolves into a ``forbid_paths`` path, as ``[link, target]``
-    (a root scorer must not follow a participant's link into held-out data)."""
-    forbid = [os.path.realpath(p) for p in forbid_paths]
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):  # never follows links into folders
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            if not os.path.islink(path):
-                continue
-            target = os.path.realpath(path)
-            if any(target == f or target.startswith(f.rstrip("/") + "/") for f in forbid):
-                found.append([path, target])
-    return found
-
-
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def _become_subreaper() -> bool:
-    """Orphans of the command (double-forked daemons) become our children, so they can be ended."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):  # pragma: no cover - not Linux
-        return False
-
-
-def _parents() -> dict[int, int]:
-    """Every process's parent (pid -> ppid), from one pass over /proc."""
-    parents: dict[int, int] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return parents
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1:
-            parents[int(name)] = int(fields[1])
-    return parents
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid``, from one look at /proc (a tree of thousands, a fork bomb's, is
-    one pass, not one pass per process)."""
-    children: dict[int, list[int]] = {}
-    for child, parent in _parents().items():
-        children.setdefault(parent, []).append(child)
-    found: list[int] = []
-    todo = list(children.get(pid, ()))
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo.extend(children.get(p, ()))
-    return found
-
-
-def _signal_each(pids: list[int], sig: int) -> int:
-    """Send ``sig`` to each of ``pids``; how many it reached (one gone, or not ours, is skipped)."""
-    sent = 0
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-            sent += 1
-        except (ProcessLookupError, PermissionError):
-            pass
-    return sent
-
-
-def _end_descendants() -> int:
-    """SIGKILL every process below this one, again and again until none is left (a fork bomb keeps
-    forking while we look); reap them. Returns how many were killed."""
-    me = os.getpid()
-    killed = 0
-    for _round in range(200):
-        found = _descendants(me)
-        if not found:
-            break
-        killed += _signal_each(found, signal.SIGKILL)
-        while True:  # reap what has died (orphans reparented to us included)
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                time.sleep(0.01)
-                break
-    return killed
-
-
-def _uids(pid: int) -> tuple[int, ...]:
-    """The real, effective, saved and filesystem uids of ``pid`` (empty when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"Uid:"):
-                    return tuple(int(x) for x in line.split()[1:])
-    except (OSError, ValueError):
-        pass
-    return ()
-
-
-def _frozenfile(state_dir: str, token: str) -> str:
-    return os.path.join(state_dir, f"{token}.frozen")
-
-
-def _state_and_parent(pid: int) -> tuple[str, int]:
-    """``pid``'s state letter (``T``: stopped) and its parent's pid; ``("", 0)`` when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b") ", 1)[1].split()
-        return fields[0].decode(), int(fields[1])
-    except (OSError, IndexError, ValueError):
-        return "", 0
 
 
 def freeze_user(uid: int, record: str) -> list[int]:
@@ -322,220 +174,10 @@ def thaw(state_dir: str) -> int:
     return resumed
 
 
-# The machine's shared temporary folders: swept after a scoring, and where a private one is made.
-SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
-
-
-def sweep(uid: int, since_ns: int, roots: tuple[str, ...] = SHARED_TMP) -> int:
-    """Remove what ``uid`` made or changed under ``roots`` (shared temporary folders) since
-    ``since_ns`` (ctime, the kernel's own clock): with the user's other processes stopped, only
-    the scored run can have, and nothing it leaves there may reach the next scoring. Never follows
-    a link or leaves a filesystem; folders go only when emptied. Returns how many entries went."""
-    removed = 0
-    for root in roots:
-        try:
-            dev = os.lstat(root).st_dev
-        except OSError:
-            continue
-        for dirpath, dirnames, filenames in os.walk(root, topdown=False):
-            for name in filenames + dirnames:
-                path = os.path.join(dirpath, name)
-                try:
-                    st = os.lstat(path)
-                    if st.st_uid != uid or st.st_ctime_ns < since_ns or st.st_dev != dev:
-                        continue
-                    if name in dirnames and not os.path.islink(path):
-                        os.rmdir(path)  # fails (kept) while it still holds older entries
-                    else:
-                        os.unlink(path)
-                    removed += 1
-                except OSError:
-                    continue
-    return removed
-
-
-BYTECODE_SUFFIXES = (".pyc", ".pyo")
-
-
-def purge_bytecode(uid: int, roots: tuple[str, ...]) -> int:
-    """Remove every Python bytecode file of ``uid`` under ``roots`` (the home and the shared
-    temporary folders): such files are not in the record, and Python prefers one stamped like its
-    source to the source itself. Never follows a link or leaves a root's filesystem. Returns how
-    many went."""
-    removed = 0
-    for root in roots:
-        try:
-            dev = os.lstat(root).st_dev
-        except OSError:
-            continue
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [d for d in dirnames if _same_dev(os.path.join(dirpath, d), dev)]
-            for name in filenames:
-                if not name.endswith(BYTECODE_SUFFIXES):
-                    continue
-                path = os.path.join(dirpath, name)
-                try:
-                    if os.lstat(path).st_uid == uid:
-                        os.unlink(path)
-                        removed += 1
-                except OSError:
-                    continue
-    return removed
-
-
-def _same_dev(path: str, dev: int) -> bool:
-    try:
-        return os.lstat(path).st_dev == dev
-    except OSError:
-        return False
-
-
-def _result_fd(state_dir: str) -> int:
-    """An unlinked, root-only file for the command's result (see the module docstring)."""
-    while True:
-        path = os.path.join(state_dir, "result-" + os.urandom(8).hex())
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            continue
-        os.unlink(path)
-        os.set_inheritable(fd, True)
-        return fd
-
-
-RESULT_LIMIT = 1 << 20
-
-
-def _read_result(fd: int) -> str | None:
-    size = os.fstat(fd).st_size
-    if not size:
-        return None
-    os.lseek(fd, max(0, size - RESULT_LIMIT), 0)
-    chunks = []
-    while True:
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks).decode("utf-8", errors="replace")
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-
-
-def _tmp_base() -> str:
-    """Where the private temp folder goes: $TMPDIR, else the first of /tmp, /var/tmp, /dev/shm
-    that exists. An image without any (a root filesystem imported without /tmp) gets a /tmp made
-    as it should be (1777), since the supervisor runs as root."""
-    for base in (os.environ.get("TMPDIR"), *SHARED_TMP):
-        if base and os.path.isdir(base):
-            return base
-    os.makedirs("/tmp", exist_ok=True)
-    os.chmod("/tmp", 0o1777)
-    return "/tmp"
-
-
-def _private_tmp() -> str:
-    base = _tmp_base()
-    while True:
-        path = os.path.join(base, "rebench-root-" + os.urandom(8).hex())
-        try:
-            os.mkdir(path, 0o700)  # fails if it exists: nobody can have prepared it
-            return path
-        except FileExistsError:
-            continue
-
-
-def _spawn(argv: list[str], cwd: str | None, env: dict[str, str], account: tuple[str, int, int, str] | None) -> int:
-    """Start ``argv`` in a new session (its own process group) as ``account``; returns its pid.
-    Raises OSError with the child's own errno if it could not be started."""
-    r, w = os.pipe2(os.O_CLOEXEC)
-    pid = os.fork()
-    if pid == 0:  # the child: only async-signal-safe work until exec
-        stage = b"start"
-        try:
-            os.close(r)
-            os.setsid()
-            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGALRM):
-                signal.signal(sig, signal.SIG_DFL)
-            if account is not None:
-                stage = b"become"
-                name, uid, gid, _home = account
-                os.initgroups(name, gid)
-                os.setgid(gid)
-                os.setuid(uid)
-            if cwd:
-                stage = b"enter"
-                os.chdir(cwd)
-            stage = b"start"
-            os.execvpe(argv[0], argv, env)
-        except OSError as exc:
-            os.write(w, stage + b":" + str(exc.errno or 1).encode())
-        except BaseException:  # noqa: BLE001
-            os.write(w, stage + b":1")
-        os._exit(127)
-    os.close(w)
-    with os.fdopen(r, "rb") as fh:
-        failed = fh.read()  # empty: the exec succeeded (the pipe closed on exec)
-    if failed:
-        os.waitpid(pid, 0)
-        stage, _, errno_text = failed.decode().partition(":")
-        code = int(errno_text or 1)
-        what = {"become": "switch to the user of", "enter": f"enter the folder {cwd!r} for"}.get(stage, "start")
-        raise OSError(code, f"{os.strerror(code)} (could not {what} the command)")
-    return pid
-
-
 def _status_marker(env: dict[str, str]) -> str:
     """The status line's prefix; takes the nonce out of ``env`` so the command never sees it."""
     nonce = env.pop("REBENCH_EXEC_NONCE", "")
     return "\x1erebench-exec" + (":" + nonce if nonce else "") + " "
-
-
-def _switch_user(user: str | None, env: dict[str, str]) -> tuple[tuple[str, int, int, str] | None, str | None]:
-    """The account to run as (only when run as root) with ``env`` set for it, and the private
-    temp folder made for a root command (None otherwise)."""
-    if not user or os.geteuid() != 0:
-        return None, None
-    account = _account(user)
-    name, uid, _gid, home = account
-    env.update({"HOME": home, "USER": name, "LOGNAME": name})
-    if uid != 0:
-        return account, None
-    # A root command (the scorer) writes nothing the participant can read: files it makes
-    # are private, and its temp files go to a folder of its own, removed afterwards.
-    os.umask(0o077)
-    private_tmp = _private_tmp()
-    env.update({"TMPDIR": private_tmp, "TMP": private_tmp, "TEMP": private_tmp})
-    # A root scorer importing the participant's code must not leave root-owned __pycache__
-    # folders in their home (they could neither write into nor remove them).
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return account, private_tmp
-
-
-class _Watch:
-    """The command's pid and what stopped it, as the signal handlers see them."""
-
-    def __init__(self) -> None:
-        self.pid = 0
-        self.cancelled = False
-        self.timed_out = False
-
-    def on_signal(self, signum, _frame) -> None:  # the exec's client went away or asked us to stop
-        self.cancelled = True
-        if self.pid:
-            _kill_group(self.pid)
-
-    def on_alarm(self, signum, _frame) -> None:
-        self.timed_out = True
-        if self.pid:
-            _kill_group(self.pid)
 
 
 def _refuse(args: "Args", status: dict, marker: str, refused: list[list[str]]) -> int:
@@ -546,12 +188,6 @@ def _refuse(args: "Args", status: dict, marker: str, refused: list[list[str]]) -
         os.unlink(_supfile(args.state_dir, args.token))
     sys.stderr.write(marker + _json(status) + "\n")
     return 0
-
-
-def _exit_code(wstatus: int) -> int:
-    """The command's exit code; killed by a signal: 128 + the signal."""
-    code = os.waitstatus_to_exitcode(wstatus)
-    return 128 - code if code < 0 else code
 
 
 def _run_command(args: "Args", env: dict[str, str], account: tuple[str, int, int, str] | None, watch: _Watch,
@@ -670,40 +306,6 @@ def cancel(args: "Args") -> int:
     return 0
 
 
-def _read_int(path: str) -> int | None:
-    try:
-        with open(path) as fh:
-            return int(fh.read().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _runs_token(pid: int, token: str) -> bool:
-    """Whether ``pid`` is a supervisor of ``token`` (a pid alone may have been reused)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return token.encode() in fh.read().split(b"\0")
-    except OSError:
-        return False
-
-
-def _group(pgid: int) -> list[int]:
-    """The pids of process group ``pgid``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 2 and int(fields[2]) == pgid:
-            found.append(int(name))
-    return found
-
-
 def status_of(state_dir: str, token: str) -> str:
     """The ``status`` verb's answer (see the module docstring), as one JSON line."""
     try:
@@ -726,66 +328,6 @@ def status_of(state_dir: str, token: str) -> str:
 def status(args: "Args") -> int:
     sys.stdout.write(status_of(args.state_dir, args.token) + "\n")
     return 0
-
-
-class Args:
-    """The parsed command line (the grammar in the module docstring)."""
-
-    def __init__(self) -> None:
-        self.verb = ""
-        self.token = self.state_dir = ""
-        self.user = self.cwd = self.guard_links = self.freeze_owner_of = None
-        self.swept_uid: int | None = None  # set by --freeze-owner-of: whose temporary files to sweep, since when
-        self.swept_since = 0
-        self.keep_status = False
-        self.timeout: float | None = None
-        self.forbid: list[str] = []
-        self.argv: list[str] = []
-
-
-USAGE = ("usage: supervise.py run --token T --state-dir D [options] -- ARGV... | cancel --token T --state-dir D"
-         " | status --token T --state-dir D")
-OPTIONS = {"--token": "token", "--state-dir": "state_dir", "--user": "user", "--cwd": "cwd", "--timeout": "timeout",
-           "--guard-links": "guard_links", "--forbid": "forbid", "--freeze-owner-of": "freeze_owner_of"}
-
-
-def parse(argv: list[str]) -> Args:
-    a = Args()
-    if not argv or argv[0] not in ("run", "cancel", "status"):
-        raise SystemExit(USAGE)
-    a.verb, rest = argv[0], argv[1:]
-    i = 0
-    while i < len(rest):
-        opt = rest[i]
-        if opt == "--":
-            a.argv = rest[i + 1:]
-            break
-        if opt == "--keep-status":
-            a.keep_status = True
-            i += 1
-            continue
-        key, eq, val = opt.partition("=")
-        if key not in OPTIONS:
-            if a.verb == "run" and not opt.startswith("-"):  # ARGV without a "--" before it
-                a.argv = rest[i:]
-                break
-            raise SystemExit(f"supervise.py: unknown option {opt!r}\n{USAGE}")
-        if not eq:
-            i += 1
-            if i >= len(rest):
-                raise SystemExit(f"supervise.py: {key} needs a value\n{USAGE}")
-            val = rest[i]
-        name = OPTIONS[key]
-        if name == "forbid":
-            a.forbid.append(val)
-        elif name == "timeout":
-            a.timeout = float(val)
-        else:
-            setattr(a, name, val)
-        i += 1
-    if not a.token or not a.state_dir or (a.verb == "run" and not a.argv):
-        raise SystemExit(USAGE)
-    return a
 
 
 def main(argv: list[str] | None = None) -> int:

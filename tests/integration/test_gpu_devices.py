@@ -321,7 +321,7 @@ def test_driver_libraries_found_with_ldconfig_are_mounted_one_by_one(fake_gpu_ho
     """Without driver_dir, what the host's `ldconfig -p` lists is mounted file by file. This
     machine's ldconfig cache has no NVIDIA driver, so the look's listing is replaced by one naming
     the stand-in files (the only stand-in here); the decision, the mounts and the container are real."""
-    from rebench_tui.runtime.gpus import decide, parse_look
+    from rebench_tui.runtime.gpu_host import decide, parse_look
 
     d, drv = fake_gpu_host.dev, fake_gpu_host.driver
     listing = "".join(f"node {n}\n" for n in ("nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"))

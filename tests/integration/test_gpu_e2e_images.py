@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from rebench_tui.runtime.base import SUPERVISOR, supervisor_argv
+from rebench_tui.runtime.base import SUPERVISOR
+from rebench_tui.runtime.supervision import supervisor_argv
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.docker

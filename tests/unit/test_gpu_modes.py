@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from rebench_tui.runtime.gpus import (NVIDIA_ROOT, HostView, claims, decide, held_by, parse_ldconfig, parse_look,
-                                      parse_nvidia_smi, with_claims)
+from rebench_tui.runtime.gpu_host import HostView, decide, parse_ldconfig, parse_look
+from rebench_tui.runtime.gpus import NVIDIA_ROOT, claims, held_by, parse_nvidia_smi, with_claims
 
 # `ldconfig -p` lines as the real tool prints them (format checked against this machine's own cache)
 LDCONFIG = """\
@@ -161,7 +161,7 @@ def test_a_tool_behind_an_absolute_link_is_found_where_the_link_leads_on_the_hos
     link inside the host's root (not the look container's own /usr/local) and reports the real file."""
     import subprocess
 
-    from rebench_tui.runtime.gpus import LOOK_SCRIPT
+    from rebench_tui.runtime.gpu_host import LOOK_SCRIPT
 
     root = tmp_path / "host"
     real = root / "usr/local/nvidia/bin/nvidia-smi"
@@ -183,7 +183,7 @@ def test_the_drivers_own_program_wins_over_a_wrapper_script_of_the_same_name(tmp
     import shutil
     import subprocess
 
-    from rebench_tui.runtime.gpus import LOOK_SCRIPT
+    from rebench_tui.runtime.gpu_host import LOOK_SCRIPT
 
     root = tmp_path / "host"
     (root / "usr/bin").mkdir(parents=True)

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from rebench_tui.catalog import load_catalog
-from rebench_tui.runtime.base import SandboxSpec, StatusFilter
+from rebench_tui.runtime.base import SandboxSpec
+from rebench_tui.runtime.supervision import StatusFilter
 from rebench_tui.runtime.local import LocalRuntime
 from tests.conftest import FIXTURE_ENVS, KNOWN_IMAGES
 
@@ -126,7 +127,8 @@ def _guarded(tmp_path, script: str):
     import subprocess
     import sys
 
-    from rebench_tui.runtime.base import SUPERVISOR, supervisor_argv
+    from rebench_tui.runtime.base import SUPERVISOR
+    from rebench_tui.runtime.supervision import supervisor_argv
 
     home, secret = tmp_path / "home", tmp_path / "protected"
     home.mkdir(exist_ok=True)
@@ -167,7 +169,8 @@ def test_a_root_command_gets_a_private_tmpdir_and_writes_no_bytecode(tmp_path):
     import subprocess
     import sys
 
-    from rebench_tui.runtime.base import SUPERVISOR, supervisor_argv
+    from rebench_tui.runtime.base import SUPERVISOR
+    from rebench_tui.runtime.supervision import supervisor_argv
 
     script = "import os, stat; t = os.environ['TMPDIR']; print(os.environ.get('PYTHONDONTWRITEBYTECODE'), oct(stat.S_IMODE(os.stat(t).st_mode)), t)"
     argv = supervisor_argv(sys.executable, str(SUPERVISOR), "tok", [sys.executable, "-c", script], user="root", workdir=str(tmp_path),
@@ -201,7 +204,8 @@ def test_a_command_started_as_another_user_runs_as_that_user_in_its_own_session(
     import subprocess
     import sys
 
-    from rebench_tui.runtime.base import SUPERVISOR, supervisor_argv
+    from rebench_tui.runtime.base import SUPERVISOR
+    from rebench_tui.runtime.supervision import supervisor_argv
 
     if os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"):
         pytest.skip("dropping to another user needs root (and a system python3 that user may run)")
