@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from ..errors import RebenchError
 from .base import ExecResult, OutputFn, Sandbox, SandboxSpec
@@ -23,8 +23,21 @@ from .remote import FileStream, remove_session_volumes
 from .safe_tar import extract_stream
 from .supervision import StatusFilter, exec_nonce, supervisor_argv
 
-if TYPE_CHECKING:
-    from .docker_runtime import DockerRuntime
+
+class EngineOfSandbox(Protocol):
+    """What a sandbox asks of the runtime that made it (DockerRuntime is one): named here so this
+    module need not import the runtime, which imports it."""
+
+    client: Any
+    base_url: str | None
+    generation: int
+    host: str
+    remote: bool
+
+    def gate(self, container_id: str) -> Any: ...
+    def ping(self, timeout: float = 3.0) -> None: ...
+    def reconnect(self) -> None: ...
+    def _start_services(self, *args: Any, **kw: Any) -> Any: ...
 
 
 class DockerSandbox(EngineFreezer, RoomsOfSandbox, Sandbox):
@@ -38,7 +51,7 @@ class DockerSandbox(EngineFreezer, RoomsOfSandbox, Sandbox):
     # Where a participant's symlink must not lead when a root scorer reads their files.
     forbidden_link_targets = (PROTECTED, "/root", "/run", "/proc", "/var/log/rebench", "/etc/shadow")
 
-    def __init__(self, runtime: "DockerRuntime", container: Any, spec: SandboxSpec) -> None:
+    def __init__(self, runtime: EngineOfSandbox, container: Any, spec: SandboxSpec) -> None:
         self.runtime = runtime
         self._container = container
         self._generation = runtime.generation
