@@ -1,4 +1,4 @@
-"""The researcher's commands: `collector serve`, `collector token`, `study status`."""
+"""The researcher's commands: `collector serve`, `collector token`, `study status`, `study keygen`."""
 
 from __future__ import annotations
 
@@ -125,3 +125,16 @@ def status_row(s: dict) -> list[str]:
             "—" if age is None else f"{format_hms(max(0.0, age))} ago", gaps]
 
 
+# `study keygen`: a thin command (movable as it is); the keys are trajectory.sealing's.
+@study.command("keygen")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+def keygen_cmd(out: Path) -> None:
+    """Make a researcher's key pair: OUT (the private key, mode 0600) and OUT.pub; hidden scores
+    sealed to the public key open only with OUT."""
+    from ..trajectory.sealing import write_keypair
+
+    pub, public = write_keypair(out)
+    click.echo(public)
+    err.print(f"private key: {escape(str(out))} (mode 0600; keep it off every participant's machine)\n"
+              f"public key: {escape(str(pub))}: set REBENCH_SEAL_TO={escape(str(pub))} where sessions start, and "
+              f"REBENCH_RESEARCHER_KEY={escape(str(out))} where you read their records back", highlight=False)
