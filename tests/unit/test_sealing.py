@@ -180,3 +180,70 @@ def test_study_keygen_writes_a_private_key_only_its_owner_reads(tmp_path):
     assert public in result.output and public not in out.read_text()
     again = CliRunner().invoke(main, ["study", "keygen", str(out)])
     assert again.exit_code != 0 and "never overwritten" in again.output
+
+
+def test_the_collector_witnesses_only_ciphertext_and_the_researcher_counts_it(toy_session, hidden_env, keys,
+                                                                               monkeypatch, tmp_path, fake_clock):
+    from rebench_tui.study.summary import opened_counting, summarize
+    from rebench_tui.study.witness import Witness
+    from rebench_tui.trajectory.sealing import load_private_key
+    from tests.study_collector import Study
+
+    private, pub = keys
+    monkeypatch.setenv("REBENCH_SEAL_TO", str(pub))
+    study = Study(tmp_path / "study.db", now=fake_clock.time)
+    try:
+        s = toy_session(hidden_env)
+        w = Witness(s.folder, study.client("ada"), retry_s=0.1).start(s.audit)
+        (s.workspace / "solution" / "answer.txt").write_text("32178e-4\n")
+        s.score()
+        assert w.wait_current(10), w.words()
+        w.stop(1)
+        assert holding(tmp_path, repr(VALUE).encode()) == []  # the study's database included
+        (seen,) = summarize(study.ledger)
+        assert seen["counting"] == "sealed" and study.ledger.scorings(s.id)[0]["score"] is None
+        lines = [r["line"] for r in study.client("res").rows(s.id)]
+        assert opened_counting(lines, load_private_key(private)) == pytest.approx(VALUE)
+        other = tmp_path / "other.key"
+        write_keypair(other)
+        assert opened_counting(lines, load_private_key(other)) == "sealed"
+    finally:
+        study.close()
+
+
+def test_repair_rebuilds_a_sealed_session_without_the_key(toy_session, hidden_env, keys, monkeypatch):
+    from rebench_tui.trajectory.rebuild import rebuild
+
+    private, pub = keys
+    monkeypatch.setenv("REBENCH_SEAL_TO", str(pub))
+    monkeypatch.delenv("REBENCH_RESEARCHER_KEY", raising=False)
+    s = scored(toy_session, hidden_env)
+    (s.folder / "session.json").unlink()
+    (s.folder / "score_log.csv").write_text("timestamp,score,message,details\n")
+    done = rebuild(s.folder)
+    assert len(done) == 2, done
+    assert holding(s.folder, repr(VALUE).encode()) == []
+    report = verify(s.folder)
+    assert report.ok, [str(f) for f in report.findings if not f.ok]
+    monkeypatch.setenv("REBENCH_RESEARCHER_KEY", str(private))
+    assert SessionRecords.load(s.folder).meta.final_score == pytest.approx(VALUE)  # the rebuilt file keeps the seal
+
+
+def test_the_chain_covers_the_ciphertext_and_no_clear_final_score_may_stand_beside_it(toy_session, hidden_env, keys,
+                                                                                      monkeypatch):
+    import json
+
+    _private, pub = keys
+    monkeypatch.setenv("REBENCH_SEAL_TO", str(pub))
+    s = scored(toy_session, hidden_env)
+    meta = json.loads((s.folder / "session.json").read_text())
+    (s.folder / "session.json").write_text(json.dumps({**meta, "final_score": 2.0}))
+    bad = [f for f in verify(s.folder).findings if not f.ok]
+    assert [f.check for f in bad] == ["final score"] and "beside scores that are sealed" in bad[0].detail
+    (s.folder / "session.json").write_text(json.dumps(meta))
+
+    audit = s.folder / "audit.jsonl"
+    text = audit.read_text()
+    at = text.index('"blob":"') + len('"blob":"') + 10
+    audit.write_text(text[:at] + ("A" if text[at] != "A" else "B") + text[at + 1:])
+    assert any(f.check == "hash chain" for f in verify(s.folder).findings if not f.ok)
