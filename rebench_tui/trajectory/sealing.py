@@ -43,7 +43,6 @@ SEALED = "sealed"  # message and details: true where the values are sealed
 BLOB = "blob"  # details: the sealed values, base64
 CLEAR = (ATTEMPT_KEY, RECOUNT_KEY)  # details kept in clear: they group scorings, they are not scores
 TOKENS = ("room", "interrupted", "recovered")  # details whose scoring token stays in clear, alone
-SEALED_WORDS = "sealed (the researcher's key opens it)"
 CLEAR_WARNING = "hidden scores are in clear in the session folder: no researcher key set"
 KEY_BYTES = 32
 
