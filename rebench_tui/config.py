@@ -48,6 +48,11 @@ class Settings(BaseSettings):
     study_token: str | None = None  # a study participant's (or researcher's) collector token
     study_token_file: Path | None = None  # default: <config_dir>/study-token
     study_ca: Path | None = None  # the certificate (or CA) a collector's HTTPS is checked against
+    # Hidden scores sealed to a researcher's key (trajectory.sealing): seal_to is the public key (or
+    # a file holding it) new sessions of hidden environments seal to; researcher_key the private
+    # key's file, which opens them where records are read back (export, compare).
+    seal_to: str | None = None
+    researcher_key: Path | None = None
     agent_runs: str | None = None  # agent runs the screen's compare key shows beside the sessions
     # Threads of the numeric libraries in every container (default: the profile's CPUs); fewer on a
     # machine shared with other work, where threads beyond the cores spin and waste them.

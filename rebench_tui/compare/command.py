@@ -135,7 +135,7 @@ def gather(sources: Sequence[str], resolver: EnvResolver, *, sessions_dir: Path,
     if not mix_profiles:
         _keep_settings_apart(out)
     for r in out.runs:
-        out.notes += [f"{r.run_id}: {n}" for n in r.notes if n.startswith("profile")]
+        out.notes += [f"{r.run_id}: {n}" for n in r.notes if n.startswith(("profile", "sealed"))]  # sealed: no key set
     out.runs, out.beside = onto_published(out.runs, resolver)
     out.beside = [n for n in out.notes if "METR's published results" in n or "fatal error" in n] + out.beside
     out.warnings += resolver.warnings

@@ -154,6 +154,7 @@ def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run
     from ..trajectory.audit import read_entries
     from ..trajectory.records import AUDIT, META, SessionMeta
     from ..trajectory.rules import RulesError, restore_rules
+    from ..trajectory.sealing import open_record, sealed_note
 
     try:
         meta = SessionMeta.load(folder / META)
@@ -183,8 +184,9 @@ def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run
                            fix="`rebench-tui verify` checks a session's records") from None
     if resolver is not None:
         env = resolver.apply(env, profile=meta.profile)
+    rows, sealed = open_record(meta, rows)  # hidden scores: opened with the researcher's key, else they stay sealed
     scorings = trace_scorings(rows, meta.started_at, _pause_dicts(meta.pauses))
-    notes = []
+    notes = [sealed_note(sealed)] if sealed else []
     if meta.profile != "gpu":
         notes.append(f"profile {meta.profile}: normalized by {env.anchors.tag} anchors ({env.start:g} -> {env.reference:g}), "
                      "not the GPU setting's")

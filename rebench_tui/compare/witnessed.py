@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from ..catalog import Anchors, AnchorsError
 from ..scoring import Aggregation, Direction
 from ..trajectory.rules import chain_rules
+from ..trajectory.sealing import open_rows, sealed_note
 from .imports import trace_scorings
 from .runs import HUMAN_LABEL, EnvInfo, EnvResolver, Run, SourceKind, make_run, setting_differs
 
@@ -55,6 +56,8 @@ def read_witnessed(session_id: str, rows: Sequence[dict[str, Any]], source: str,
     working = [r["workingMs"] / 1000 for r in rows if r.get("workingMs") is not None]
     notes = [] if profile == "gpu" else [f"profile {profile}: normalized by {env.anchors.tag} anchors "
                                          f"({env.start:g} -> {env.reference:g}), not the GPU setting's"]
-    return make_run(SourceKind.HUMAN_SESSION, session_id, env, HUMAN_LABEL, trace_scorings(rows), finished=finished,
+    opened, sealed = open_rows(list(rows))  # hidden scores: opened with the researcher's key, else said sealed
+    notes += [sealed_note(sealed)] if sealed else []
+    return make_run(SourceKind.HUMAN_SESSION, session_id, env, HUMAN_LABEL, trace_scorings(opened), finished=finished,
                     source=source, working_s=working[-1] if working else None, human=True, notes=notes,
                     setting_differs=setting_differs({"setting": started.get("setting")}))

@@ -19,6 +19,7 @@ from ..secrets import Redactor
 from ..store import Store
 from ..trajectory.audit import AuditLog, read_entries
 from ..trajectory.records import ClockModel, CountingScore, ScoreRecord, SessionMeta
+from ..trajectory.sealing import CLEAR_WARNING
 from .events import Listener, SessionEvent
 from .files import DEFAULT_IGNORE
 from .layout import AUDIT, META, STATE, WORKSPACE
@@ -75,6 +76,17 @@ class SessionCore:
     def hidden(self) -> bool:
         return self.meta.visibility == "hidden"
 
+    @property
+    def seal_to(self) -> str | None:
+        """The public key this session's scores are sealed to (``trajectory.sealing``; the start
+        row's rule), or None where they are written in clear."""
+        return self.meta.seal_to if self.hidden else None
+
+    @property
+    def clear_note(self) -> str:
+        """For the status line: a hidden environment's scores are in clear (no researcher key was set)."""
+        return f" · ⚠ {CLEAR_WARNING}" if self.hidden and not self.seal_to else ""
+
     # -- listeners ------------------------------------------------------------------------
     def emit(self, event: SessionEvent) -> None:
         for fn in list(self.listeners):
@@ -93,7 +105,7 @@ class SessionCore:
     def index(self) -> None:
         if self.store is None:
             return
-        best = self.final()
+        best = None if self.seal_to else self.final()  # a sealed score is in no index either
         m = self.meta
         self.store.upsert_session({
             "id": m.id, "env_id": m.env_id, "task_id": m.task_id, "profile": m.profile, "runtime": m.runtime,

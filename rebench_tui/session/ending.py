@@ -11,6 +11,7 @@ from ..hashing import sha256_file
 from ..scoring import json_score
 from ..trajectory.entries import log
 from ..trajectory.records import CountingScore, ScoreRecord
+from ..trajectory.sealing import seal_finish
 from .core import SessionCore
 from .events import NoteSaved, RecordingTrouble, SessionFinished
 from .files import scan
@@ -89,19 +90,21 @@ class Ending:
             best = c.final()
             c.meta.status, c.meta.finish_reason = "finished", reason
             c.meta.completed_at = int(c.clock.time() * 1000)
-            c.meta.final_score = None if best is None else best.score
-            c.meta.final_attempt = None if best is None else best.representative
-            c.meta.final_scorings = [] if best is None else list(best.scorings)
+            final = {"final_score": json_score(best.score) if best else None,
+                     "final_attempt": best.representative if best else None,
+                     "final_scorings": list(best.scorings) if best else []}
+            if c.seal_to:  # a hidden score: sealed to the researcher's key, here as in the finish row
+                final = seal_finish(c.seal_to, final)
+                c.meta.final_sealed = final["final_sealed"]
+            c.meta.final_score = None if c.seal_to or best is None else best.score
+            c.meta.final_attempt, c.meta.final_scorings = final["final_attempt"], list(final["final_scorings"])
         sync_note = self._sync_remote_home()
         # What the record ends with: the score log and the workspace, by hash (`verify` rechecks them).
         files = {SCORE_LOG: sha256_file(c.folder / SCORE_LOG)}
         files.update({f"{WORKSPACE}/{rel}": d["sha256"] for rel, d in scan(c.workspace, c.ignore).items() if d["sha256"]})
         row = c.audit.append(log(
-            f"session finished ({reason}); final score "
-            + (f"{best.score:.4g} ({counting_words(best)}, rule {c.aggregation.value})" if best else "none (no valid scoring)"),
-            {"event": "session_finished", "reason": reason, "final_score": json_score(best.score) if best else None,
-             "final_attempt": best.representative if best else None,
-             "final_scorings": list(best.scorings) if best else [], "working_s": c.wclock.used(), "files": files,
+            f"session finished ({reason}); final score " + _final_words(c, best),
+            {"event": "session_finished", "reason": reason, **final, "working_s": c.wclock.used(), "files": files,
              **({"files_note": sync_note} if sync_note else {}), **({"recount_error": recount_error} if recount_error else {})},
             title="session",
         ))
@@ -176,6 +179,12 @@ class Ending:
         if skipped:
             return f"{len(skipped)} entr(ies) of the remote home not copied as unsafe: " + "; ".join(skipped[:20])
         return None
+
+
+def _final_words(c: SessionCore, best: CountingScore | None) -> str:
+    if c.seal_to:
+        return "sealed to the researcher's key"
+    return f"{best.score:.4g} ({counting_words(best)}, rule {c.aggregation.value})" if best else "none (no valid scoring)"
 
 
 def counting_words(c: CountingScore) -> str:

@@ -24,6 +24,7 @@ from ..trajectory.audit import RecordClosed, read_entries
 from ..trajectory.entries import INT32_MAX, log
 from ..trajectory.records import ClockModel, Participant, SessionMeta
 from ..trajectory.rules import restore_rules
+from ..trajectory.sealing import CLEAR_WARNING, configured_public_key
 from ..trajectory.state import chain_state
 from ..trajectory.verify import Report, check_score_log
 from .layout import AUDIT, LOCK, META, SCORE_LOG, STATE, WORKSPACE, new_session_id
@@ -53,6 +54,7 @@ def create_session(cls: type[S], env: Environment, profile_name: str, runtime: R
     anchors = anchors or manifest_anchors(env, profile.name)
     assets = _required_assets(env, profile, asset_store)
     secrets = _required_secrets(env, profile, secrets)
+    seal_to = configured_public_key() if env.manifest.score.visibility == "hidden" else None  # a bad key: refused now
     image = runtime.ensure_image(env, profile, progress)
     now = clock.time()
     sid = new_session_id(env.id, now)
@@ -65,6 +67,7 @@ def create_session(cls: type[S], env: Environment, profile_name: str, runtime: R
         raise
     meta = _new_meta(sid, now, env, profile, runtime, sandbox, image, time_limit_s, anchors, assets)
     meta.participant = participant or Participant()
+    meta.seal_to = seal_to
     meta.save(folder / META)
     score_log.ensure(folder / SCORE_LOG)
     session = cls(folder, meta, env, sandbox, clock, store, secrets=spec.secrets)
@@ -144,13 +147,21 @@ def _started_row(session: OpenedSession, runtime: Runtime, anchors: Anchors) -> 
         f"time limit {format_hms(meta.clock.limit_s)}, runtime {runtime.kind} on {runtime.host}"
         + ("" if sandbox.isolated else " — NOT ISOLATED: commands and the scorer run as you on this machine")
         + f"; scores normalized between start {anchors.start:g} and reference {anchors.reference:g}, {anchors.summary}"
-        + f"; {setting_words(meta.setting)}; {meta.participant.words()}",
+        + f"; {setting_words(meta.setting)}; {meta.participant.words()}" + _sealing_words(meta),
         {"event": "session_started", "session_id": meta.id, "env": meta.env_id, "profile": meta.profile,
          "participant": meta.participant.model_dump(mode="json"),
          "sandbox": meta.metadata["sandbox"], "time_limit_s": meta.clock.limit_s, "score": m.score.model_dump(mode="json"),
-         "anchors": anchors.to_record(), "setting": meta.setting},
+         "anchors": anchors.to_record(), "setting": meta.setting,
+         **({"seal_to": meta.seal_to} if meta.visibility == "hidden" else {})},
         title="session",
     )
+
+
+def _sealing_words(meta: SessionMeta) -> str:
+    """For a hidden environment: whether its scores are sealed, or (no key set) written in clear."""
+    if meta.visibility != "hidden":
+        return ""
+    return "; hidden scores are sealed to the researcher's key" if meta.seal_to else f"; {CLEAR_WARNING}"
 
 
 def open_session(cls: type[S], folder: Path, env: Environment, runtime: Runtime, *, clock: Clock | None,

@@ -42,10 +42,11 @@ def recount(core: SessionCore, scorer: Scorer) -> None:
         _note(core, f"no recount: {why}; the in-session rule counts", {"event": "recount_skipped", "reason": why})
         return
     assert lead.fingerprint is not None
-    _note(core, f"recount: attempt {lead.attempt} (score {lead.score:.4g} from {lead.n} scoring(s)) is scored {runs} more "
+    score = "sealed" if core.seal_to else f"{lead.score:.4g}"  # a sealed score is in no row's clear text
+    _note(core, f"recount: attempt {lead.attempt} (score {score} from {lead.n} scoring(s)) is scored {runs} more "
                 "times from the snapshot of its files taken when it was scored; the median of these counts",
           {"event": "recount_started", "attempt": lead.attempt, "fingerprint": lead.fingerprint, "runs": runs,
-           "in_session": json_score(lead.score)})
+           "in_session": None if core.seal_to else json_score(lead.score)})
     info = {"fingerprint": lead.fingerprint, "n_files": None, "source": "snapshot"}
     for i in range(runs):  # each in a room of its own, from the kept snapshot: the home is never touched
         scorer.score(final=True, recount={"attempt": info, "of_attempt": lead.attempt, "run": i + 1, "runs": runs})

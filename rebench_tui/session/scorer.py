@@ -22,6 +22,7 @@ from ..trajectory import score_log
 from ..trajectory.audit import AuditWriteError
 from ..trajectory.entries import log
 from ..trajectory.records import ScoreRecord
+from ..trajectory.sealing import seal_scoring
 from .core import SessionCore
 from .events import ScoreRecorded, ScoringCancelled
 from .layout import SCORE_LOG
@@ -220,10 +221,14 @@ class Scorer:
         record = ScoreRecord(len(c.history) + 1, reservation[0], (reservation[1] or 0.0), parsed.score,
                              c.normalize(parsed.score), parsed.message, details, duration_s,
                              fingerprint=attempt.get("fingerprint"), n_files=attempt.get("n_files"))
-        log_row = (reservation[0] / 1000, parsed.score, parsed.message, details)
+        content = {"type": "intermediateScore", "score": json_score(parsed.score), "message": parsed.message,
+                   "details": details}
+        if c.seal_to:  # a hidden score: the record holds it sealed to the researcher's key (the screen hides it)
+            content = seal_scoring(c.seal_to, content["score"], parsed.message, details)
+        shown = math.nan if c.seal_to else parsed.score
+        log_row = (reservation[0] / 1000, shown, content["message"], content["details"])
         try:
-            c.audit.fill(reservation, {"type": "intermediateScore", "score": json_score(parsed.score),
-                                       "message": parsed.message, "details": details})
+            c.audit.fill(reservation, content)
         except AuditWriteError:
             # The row waits in the log's queue and is written by the next successful write; its
             # score-log row waits here, so the two logs keep agreeing.
@@ -235,8 +240,8 @@ class Scorer:
         self.flush_score_log()
         c.history.append(record)
         if c.store is not None:
-            c.store.add_score(c.meta.id, record.attempt, record.called_at_ms, record.working_s, record.score,
-                              record.normalized, record.message, fingerprint=record.fingerprint)
+            c.store.add_score(c.meta.id, record.attempt, record.called_at_ms, record.working_s, shown,
+                              c.normalize(shown), content["message"], fingerprint=record.fingerprint)
             c.index()
         c.emit(ScoreRecorded(record, final, tuple(c.history), c.final()))
         return record

@@ -105,7 +105,7 @@ class Session:
 
     def status_line(self) -> str:
         d, iso = self.sandbox.describe(), "isolated" if self.sandbox.isolated else "NOT ISOLATED"
-        of = f" of {self.profile.gpus} (rehearsal)" if self.meta.gpus else ""
+        of = (f" of {self.profile.gpus} (rehearsal)" if self.meta.gpus else "") + self.core.clear_note
         # the isolation first: a narrow terminal cuts a line's end, and this is what must not be lost
         return f"{d.get('runtime')} ({iso}) · {self.env.id} · {self.meta.profile} · host {d.get('host')} · GPUs {d.get('gpus', 0)}{of}"
 

@@ -1,4 +1,4 @@
-"""The researcher's commands: `collector serve`, `collector token`, `study status`."""
+"""The researcher's commands: `collector serve`, `collector token`, `study status`, `study keygen`."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from rich.table import Table
 from ..clock import format_hms, parse_duration
 from ..config import Settings
 from ..errors import RebenchError
+from ..trajectory.sealing import SEALED, researcher_key
 from .attach import collector_for
 from .ledger import Ledger
 from .server import MAX_BODY, CollectorServer, tls_context
+from .summary import opened_counting
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
@@ -94,7 +96,9 @@ def study() -> None:
 @click.argument("url")
 def status_cmd(url: str) -> None:
     """List every live and finished session the collector at URL witnessed (a researcher's token)."""
-    sessions = collector_for(url, Settings()).study()
+    collector = collector_for(url, Settings())
+    sessions = collector.study()
+    key = researcher_key()  # REBENCH_RESEARCHER_KEY: hidden scores are counted here, from the witnessed rows
     t = Table(title=f"study at {url}: {len(sessions)} session(s)")
     for col in ("session", "participant", "env", "status", "working", "scorings", "counting", "last row", "gaps"):
         t.add_column(col, no_wrap=True)
@@ -102,6 +106,8 @@ def status_cmd(url: str) -> None:
         try:
             if s.get("skipped"):
                 raise ValueError(s["skipped"])
+            if key is not None and s.get("counting") in ("hidden", SEALED):
+                s = {**s, "counting": opened_counting([r["line"] for r in collector.rows(s["id"])], key)}
             t.add_row(*status_row(s))
         except (KeyError, TypeError, ValueError) as exc:  # one bad session never hides the others
             err.print(f"[yellow]warning:[/yellow] {escape(_skip_words(s, exc))}", highlight=False)
@@ -118,10 +124,23 @@ def status_row(s: dict) -> list[str]:
     limit = s.get("time_limit_s")
     working = format_hms(s["working_s"]) + ("" if limit is None else f" / {format_hms(limit)}")
     counting = s["counting"]
-    shown = "hidden" if counting == "hidden" else "—" if counting is None else f"{counting:.6g}"
+    shown = counting if counting in ("hidden", SEALED) else "—" if counting is None else f"{counting:.6g}"
     age = s["last_row_age_s"]
     gaps = "none" if not s["gaps"] else f"{s['gaps']} (longest {format_hms(s['longest_gap_s'])})"
     return [s["id"], s["participant"], s["env_id"], s["status"], working, str(s["scorings"]), shown,
             "—" if age is None else f"{format_hms(max(0.0, age))} ago", gaps]
 
 
+# `study keygen`: a thin command (movable as it is); the keys are trajectory.sealing's.
+@study.command("keygen")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+def keygen_cmd(out: Path) -> None:
+    """Make a researcher's key pair: OUT (the private key, mode 0600) and OUT.pub; hidden scores
+    sealed to the public key open only with OUT."""
+    from ..trajectory.sealing import write_keypair
+
+    pub, public = write_keypair(out)
+    click.echo(public)
+    err.print(f"private key: {escape(str(out))} (mode 0600; keep it off every participant's machine)\n"
+              f"public key: {escape(str(pub))}: set REBENCH_SEAL_TO={escape(str(pub))} where sessions start, and "
+              f"REBENCH_RESEARCHER_KEY={escape(str(out))} where you read their records back", highlight=False)

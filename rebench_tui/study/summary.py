@@ -10,9 +10,10 @@ import time
 from typing import Any, Callable
 
 from ..errors import RebenchError
-from ..scoring import Aggregation, Direction, Rule
+from ..scoring import Aggregation, Direction, Rule, attempt_fingerprint, is_recount
 from ..trajectory.entries import FINISH_EVENT
 from ..trajectory.rules import RulesError, chain_rules
+from ..trajectory.sealing import SEALED, open_rows
 
 GAP_MS = 60_000  # a row that reached the collector this much later than usual was unwitnessed meanwhile
 
@@ -64,10 +65,10 @@ def _one(ledger, s: dict[str, Any], f: dict[str, Any] | None, now: float) -> dic
 def _counting(ledger, s: dict[str, Any], scorings: list[dict[str, Any]]) -> float | str | None:
     """The counting score by the session's rule, as the workstation counts it (re-scores of one
     attempt by their median, a failed one against a timing attempt, a recount alone); "hidden"
-    where the environment hides scores."""
-    if s["visibility"] == "hidden":
-        return "hidden"
+    where the environment hides scores, "sealed" where they are sealed to the researcher's key too."""
     line = ledger.start_line(s["id"])
+    if s["visibility"] == "hidden":
+        return SEALED if line is not None and '"seal_to":"' in line else "hidden"  # the start row names a key
     rules = chain_rules([json.loads(line)]) if line is not None else None
     try:
         rule = rules.rule() if rules is not None else Rule(Aggregation(s["aggregation"] or "min"),
@@ -76,4 +77,22 @@ def _counting(ledger, s: dict[str, Any], scorings: list[dict[str, Any]]) -> floa
         return None
     scores = [math.nan if r["score"] is None else r["score"] for r in scorings]
     best = rule.attempt(scores, [r["fingerprint"] for r in scorings], [bool(r.get("recount")) for r in scorings])
+    return None if best is None else best.score
+
+
+def opened_counting(lines: list[str | None], key: Any) -> float | str | None:
+    """A hidden session's counting score for the researcher, from its witnessed rows with their
+    sealed scorings opened by ``key`` (``trajectory.sealing``); "sealed" where one does not open."""
+    rows = [json.loads(line) for line in lines if line]
+    try:
+        rows, _left = open_rows(rows, key)
+        rules = chain_rules(rows)
+    except (RebenchError, ValueError):
+        return SEALED
+    if rules is None:
+        return None
+    scorings = [r["content"] for r in rows if r.get("content", {}).get("type") == "intermediateScore"]
+    values = [math.nan if c.get("score") is None else float(c["score"]) for c in scorings]
+    best = rules.rule().attempt(values, [attempt_fingerprint(c.get("details")) for c in scorings],
+                                [is_recount(c.get("details")) for c in scorings])
     return None if best is None else best.score

@@ -131,6 +131,7 @@ def meta_from_chain(rows: list[dict[str, Any]], folder: Path, base: dict[str, An
         submission=submissions[-1] if submissions else None,
         final_score=_number(finish.get("final_score")), final_attempt=finish.get("final_attempt"),
         final_scorings=list(finish.get("final_scorings") or []), metadata=metadata,
+        seal_to=started.get("seal_to"), final_sealed=finish.get("final_sealed"),
     )
 
 

@@ -136,6 +136,10 @@ class SessionMeta(BaseModel):
     final_score: float | None = None
     final_attempt: int | None = None
     final_scorings: list[int] = Field(default_factory=list)
+    # Hidden scores sealed (trajectory.sealing): the public key they are sealed to (None: in clear),
+    # and, once finished, the three final fields above sealed to it (those then empty).
+    seal_to: str | None = None
+    final_sealed: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property

@@ -48,6 +48,7 @@ class ChainRules:
     start_line: int  # the start row's line (1-based)
     changed_at: list[int] = field(default_factory=list)  # lines of rows that changed a rule
     recorded: frozenset[str] = frozenset()  # the rules the rows state (older sessions lack some)
+    seal_to: str | None = None  # the public key hidden scores are sealed to (trajectory.sealing); None: in clear
 
     @property
     def start_score(self) -> float:
@@ -65,7 +66,8 @@ class ChainRules:
         every = {"env_id": self.env_id, "profile": self.profile, "direction": self.direction,
                 "aggregation": self.aggregation, "visibility": self.visibility, "timing": self.timing,
                 "recount_runs": self.recount_runs, "clock.limit_s": self.time_limit_s, "anchors": self.anchors,
-                "start_score": self.start_score, "reference_score": self.reference_score, "setting": self.setting}
+                "start_score": self.start_score, "reference_score": self.reference_score, "setting": self.setting,
+                "seal_to": self.seal_to}
         named = {"clock.limit_s": "time_limit_s", "start_score": "anchors", "reference_score": "anchors"}
         return {k: v for k, v in every.items() if named.get(k, k) in self.recorded}
 
@@ -116,7 +118,11 @@ def _read(n: int, facts: dict[str, Any], into: dict[str, Any]) -> None:
 
 
 def _read_records(n: int, flat: dict[str, Any], into: dict[str, Any]) -> None:
-    """The anchors and the setting a row states."""
+    """The anchors, the setting and the key hidden scores are sealed to that a row states."""
+    if "seal_to" in flat:
+        if flat["seal_to"] is not None and not isinstance(flat["seal_to"], str):
+            raise _bad(n, "seal_to", flat["seal_to"], "a public key")
+        into["seal_to"] = flat["seal_to"]
     if "anchors" in flat:
         anchors = flat["anchors"]
         if anchors is not None:
@@ -179,7 +185,7 @@ def chain_rules(rows: list[dict[str, Any]]) -> ChainRules | None:
                       timing=got.get("timing", False), recount_runs=got.get("recount_runs", 0),
                       time_limit_s=got.get("time_limit_s", 8 * 3600.0), anchors=got.get("anchors"),
                       setting=got.get("setting"), start_line=start_line, changed_at=changed,
-                      recorded=frozenset(got))
+                      recorded=frozenset(got), seal_to=got.get("seal_to"))
 
 
 def working_ms(row: dict[str, Any]) -> int | None:

@@ -1,4 +1,7 @@
-"""The METR task-standard score log: CSV ``timestamp,score,message,details``, one row per scoring."""
+"""The METR task-standard score log: CSV ``timestamp,score,message,details``, one row per scoring.
+
+A sealed scoring (``trajectory.sealing``) has ``sealed`` for its score and its sealed message and
+details (the blob, as the audit row holds it)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+SEALED = "sealed"  # as trajectory.sealing marks a sealed scoring
 HEADER = ("timestamp", "score", "message", "details")
 
 
@@ -32,9 +36,10 @@ def row_text(wall: float | None, score: float, message: dict[str, Any], details:
     if wall is None:
         csv.writer(buf).writerow(HEADER)
         return buf.getvalue()
+    sealed = isinstance(details, dict) and details.get(SEALED) is True
     csv.writer(buf).writerow([
         iso_seconds(wall),
-        "nan" if math.isnan(score) else repr(float(score)),
+        SEALED if sealed else "nan" if math.isnan(score) else repr(float(score)),
         json.dumps(message, ensure_ascii=False, default=str),
         json.dumps(details, ensure_ascii=False, default=str),
     ])
@@ -57,7 +62,7 @@ def read(path: Path) -> list[dict[str, Any]]:
     return [
         {
             "timestamp": r["timestamp"],
-            "score": float(r["score"]),
+            "score": math.nan if r["score"] == SEALED else float(r["score"]),
             "message": json.loads(r["message"] or "{}"),
             "details": json.loads(r["details"] or "{}"),
         }

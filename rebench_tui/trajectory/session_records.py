@@ -3,8 +3,10 @@
 Reads ``session.json``, ``audit.jsonl`` (plus rows still waiting in ``audit.jsonl.pending``
 after a crash) and the workspace's ``instructions.txt``, and derives what every export needs:
 the scorings with their working time, the shell commands (an ``action`` row paired by ``id``
-with its ``observation`` row), and each row's pause-excluded working time. Nothing here writes
-to the session folder, so exporting a session that is open in the app is safe.
+with its ``observation`` row: ``shell_commands``), and each row's pause-excluded working time.
+Hidden scores sealed to a researcher's key (``sealing``) are opened where that key is set, and
+stay sealed (``sealed`` counts them, a warning says so) where it is not. Nothing here writes to
+the session folder, so exporting a session that is open in the app is safe.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from ..errors import RebenchError
 from ..scoring import Attempt, attempt_fingerprint, is_recount, normalize
 from .records import AUDIT, META, WORKSPACE, CountingScore, SessionMeta
 from .rules import RulesError, restore_rules
+from .sealing import is_sealed, open_record, sealed_note
+from .shell_commands import Command, pair_commands
+
+__all__ = ["AUDIT", "Command", "Scoring", "SessionRecords", "log_parts", "read_rows", "score_value"]
 
 INSTRUCTIONS = f"{WORKSPACE}/instructions.txt"
 
@@ -125,75 +131,14 @@ class Scoring:
         return math.isfinite(self.value)
 
     @property
+    def sealed(self) -> bool:
+        """Its values are sealed to the researcher's key, and no key opened them."""
+        return is_sealed(self.details)
+
+    @property
     def fingerprint(self) -> str | None:
         """The attempt fingerprint of the files it scored (None: recorded without one)."""
         return attempt_fingerprint(self.details)
-
-
-@dataclass(frozen=True)
-class Command:
-    """One shell command: its ``action`` row and, once it ended, its ``observation`` row."""
-
-    id: str
-    action_row: dict[str, Any]
-    observation_row: dict[str, Any] | None = None
-
-    @property
-    def action(self) -> dict[str, Any]:
-        return self.action_row["content"]["action"]
-
-    @property
-    def observation(self) -> dict[str, Any]:
-        return {} if self.observation_row is None else self.observation_row["content"]["observation"]
-
-    @property
-    def kind(self) -> str:
-        return str(self.action.get("type", "run_bash"))
-
-    @property
-    def command(self) -> str:
-        args = self.action.get("args") or {}
-        return str(args.get("command", "")) if isinstance(args, dict) else ""
-
-    @property
-    def cwd(self) -> str | None:
-        return self.observation.get("cwd", self.action.get("cwd"))
-
-    @property
-    def started_at(self) -> int:
-        return int(self.observation.get("started_at") or self.action.get("started_at") or self.action_row["calledAt"])
-
-    @property
-    def ended_at(self) -> int | None:
-        end = self.observation.get("ended_at")
-        return None if end is None else int(end)
-
-    @property
-    def duration_s(self) -> float | None:
-        d = self.observation.get("duration_s")
-        if d is None and self.ended_at is not None:
-            d = (self.ended_at - self.started_at) / 1000
-        return d
-
-    @property
-    def exit_status(self) -> int | None:
-        return self.observation.get("exit_status")
-
-    @property
-    def output(self) -> str:
-        out = self.observation.get("output")
-        return "" if out is None else str(out)
-
-    @property
-    def output_bytes(self) -> int | None:
-        n = self.observation.get("output_bytes")
-        if n is None and self.observation_row is not None:
-            n = len(self.output.encode("utf-8"))
-        return n
-
-    @property
-    def truncated(self) -> bool:
-        return bool(self.observation.get("truncated", False))
 
 
 @dataclass
@@ -203,6 +148,7 @@ class SessionRecords:
     rows: list[dict[str, Any]]
     instructions: str
     warnings: list[str] = field(default_factory=list)
+    sealed: int = 0  # scorings whose values stay sealed (no researcher's key set: trajectory.sealing)
 
     @classmethod
     def load(cls, folder: Path) -> "SessionRecords":
@@ -217,6 +163,9 @@ class SessionRecords:
             raise RebenchError(f"{folder.name}/{META} cannot be read: {what}", kept="the session folder is unchanged",
                                fix=exc.fix if isinstance(exc, RebenchError) else None) from exc
         rows, warnings = read_rows(folder)
+        rows, sealed = open_record(meta, rows)  # hidden scores sealed: opened where the researcher's key is set
+        if sealed:
+            warnings.append(sealed_note(sealed))
         try:  # the rules that decide the score are the chain's: session.json only repeats them
             changed = restore_rules(meta, rows)
         except RulesError as exc:
@@ -228,7 +177,7 @@ class SessionRecords:
         instructions = instr.read_text(encoding="utf-8") if instr.is_file() else ""
         if not instr.is_file():
             warnings.append(f"{INSTRUCTIONS} is missing: the export has no instructions text")
-        return cls(folder, meta, rows, instructions, warnings)
+        return cls(folder, meta, rows, instructions, warnings, sealed)
 
     # -- identity ----------------------------------------------------------------------------
     @property
@@ -354,28 +303,8 @@ class SessionRecords:
     # -- commands ----------------------------------------------------------------------------
     @cached_property
     def commands(self) -> list[Command]:
-        """Actions paired with their observations by ``id``, in the order the actions were recorded.
-
-        An action with no ``id`` pairs with the next observation that has none (the plain
-        Vivaria convention: an observation answers the preceding action)."""
-        found: list[Command] = []
-        by_id: dict[str, int] = {}
-        waiting_anonymous: list[int] = []
-        for row in self.rows:
-            c = row.get("content", {})
-            if c.get("type") == "action":
-                cid = c["action"].get("id")
-                key = str(cid) if cid is not None else f"trace-{row['index']}"
-                by_id[key] = len(found)
-                if cid is None:
-                    waiting_anonymous.append(len(found))
-                found.append(Command(key, row))
-            elif c.get("type") == "observation":
-                oid = c["observation"].get("id")
-                at = by_id.get(str(oid)) if oid is not None else (waiting_anonymous.pop(0) if waiting_anonymous else None)
-                if at is not None and found[at].observation_row is None:
-                    found[at] = Command(found[at].id, found[at].action_row, row)
-        return found
+        """Actions paired with their observations by ``id`` (``shell_commands.pair_commands``)."""
+        return pair_commands(self.rows)
 
     @cached_property
     def paired_observations(self) -> set[int]:

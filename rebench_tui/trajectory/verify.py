@@ -10,7 +10,6 @@ knows exactly where a record was changed. A damaged ``session.json`` or score lo
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import math
@@ -24,8 +23,10 @@ from ..scoring import Aggregation, Direction, Rule, attempt_fingerprint, is_reco
 from . import scoring_starts
 from .audit import genesis_hash, line_hash
 from .entries import TraceEntry
-from .records import AUDIT, META, SCORE_LOG, SessionMeta
+from .records import AUDIT, META, SessionMeta
 from .rules import ChainRules, RulesError, chain_rules, chain_working_s, working_went_back
+from .sealing import is_sealed
+from .verify_score_log import REPAIR, _same, check_score_log
 from .state import ChainState, chain_state
 
 
@@ -129,13 +130,6 @@ def check_chain(path: Path, report: Report) -> list[dict[str, Any]]:
     return rows
 
 
-def _same(a: float, b: float) -> bool:
-    return (math.isnan(a) and math.isnan(b)) or a == b
-
-
-REPAIR = "`rebench-tui repair {id}` rebuilds it from the audit log"
-
-
 def read_meta(folder: Path, report: Report) -> dict[str, Any] | None:
     """session.json as a dict, or None with a finding saying why it cannot be read."""
     path = folder / META
@@ -181,48 +175,6 @@ def check_state(folder: Path, rows: list[dict[str, Any]], meta: dict[str, Any] |
     return state
 
 
-def _score_log_rows(path: Path) -> tuple[list[str] | None, list[list[str]]]:
-    with open(path, encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        return header, list(reader)
-
-
-def check_score_log(folder: Path, rows: list[dict[str, Any]], report: Report) -> None:
-    path = folder / SCORE_LOG
-    scores = [r for r in rows if r["content"]["type"] == "intermediateScore"]
-    fix = REPAIR.format(id=folder.name)
-    if not path.is_file():
-        report.add("score log", not scores, "score_log.csv is missing" + (f"; {fix}" if scores else ""))
-        return
-    try:
-        header, log_rows = _score_log_rows(path)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        report.add("score log", False, f"score_log.csv is unreadable ({str(exc)[:200]}); {fix}")
-        return
-    if header != ["timestamp", "score", "message", "details"]:
-        report.add("score log", False, f"unexpected header {str(header)[:200]}; {fix}", 1)
-        return
-    for i, (audit_row, log_row) in enumerate(zip(scores, log_rows), start=2):
-        c = audit_row["content"]
-        value = c["score"]
-        audit_score = math.nan if value is None else float(value)
-        try:
-            log_score = float(log_row[1])
-            same = _same(audit_score, log_score) and json.loads(log_row[2]) == c["message"]
-        except (ValueError, IndexError, RecursionError):
-            same = False
-        if not same:
-            report.add("score log", False, f"row differs from the audit log's scoring {i - 1} "
-                                           f"(audit: {value!r} {c['message']}; score log: {log_row[1:3]})", i)
-            return
-    if len(log_rows) != len(scores):
-        report.add("score log", False, f"{len(log_rows)} rows in score_log.csv but {len(scores)} scorings in the audit log",
-                   min(len(log_rows), len(scores)) + 2)
-        return
-    report.add("score log", True, f"{len(scores)} scorings match the audit log")
-
-
 def check_final(folder: Path, rows: list[dict[str, Any]], report: Report, meta: dict[str, Any] | None = None,
                 state: ChainState | None = None) -> None:
     """A finished session (by its finish row, or by session.json): session.json's final score is
@@ -250,6 +202,12 @@ def check_final(folder: Path, rows: list[dict[str, Any]], report: Report, meta: 
 def _check_final_score(rows: list[dict[str, Any]], meta: dict[str, Any], report: Report) -> None:
     """session.json's final score (and final scorings) is what the audit log's scorings give."""
     scorings = [r["content"] for r in rows if r["content"]["type"] == "intermediateScore"]
+    if meta.get("final_sealed") or any(is_sealed(c.get("details")) for c in scorings):
+        stated = meta.get("final_score")  # sealed: the chain covers the ciphertext; no value may stand beside it
+        report.add("final score", stated is None, "sealed to the researcher's key (not counted here: it opens only "
+                                                  "with that key)" if stated is None else
+                   f"session.json states {stated!r} beside scores that are sealed")
+        return
     values = [math.nan if c["score"] is None else float(c["score"]) for c in scorings]
     # Re-scores of unchanged files (the same attempt fingerprint) count with their median; a row
     # recorded without a fingerprint (an older session) is an attempt of its own; a recount at the
