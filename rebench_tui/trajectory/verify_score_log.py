@@ -7,13 +7,17 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .records import SCORE_LOG
 from .sealing import SEALED, is_sealed
 
-if TYPE_CHECKING:
-    from .verify import Report
+
+class Findings(Protocol):
+    """Where a check's findings go (verify's Report is one)."""
+
+    def add(self, check: str, ok: bool, detail: str, line: int | None = None) -> None: ...
+
 
 REPAIR = "`rebench-tui repair {id}` rebuilds it from the audit log"
 __all__ = ["REPAIR", "check_score_log"]
@@ -30,7 +34,7 @@ def _score_log_rows(path: Path) -> tuple[list[str] | None, list[list[str]]]:
         return header, list(reader)
 
 
-def check_score_log(folder: Path, rows: list[dict[str, Any]], report: "Report") -> None:
+def check_score_log(folder: Path, rows: list[dict[str, Any]], report: Findings) -> None:
     path = folder / SCORE_LOG
     scores = [r for r in rows if r["content"]["type"] == "intermediateScore"]
     fix = REPAIR.format(id=folder.name)
