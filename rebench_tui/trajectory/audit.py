@@ -33,10 +33,8 @@ and retries held rows; :meth:`AuditLog.close` flushes and ends the writer thread
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import secrets
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,27 +45,15 @@ from pydantic import BaseModel
 
 from ..clock import Clock
 from ..errors import RebenchError, SessionError
-from .entries import log_event, MAX_INDEX, TraceEntry, content_dict, is_finish
+from .audit_journal import aside_path, unannounced
+from .audit_lines import (HASH_KEY, Redact, _chain, chain_line, escape_surrogates, genesis_hash, line_hash, read_entries,
+                          validate_file)
+from .entries import MAX_INDEX, content_dict, is_finish
 
+__all__ = ["HASH_KEY", "AuditLog", "AuditWriteError", "RecordClosed", "chain_line", "escape_surrogates", "genesis_hash",
+           "line_hash", "read_entries", "validate_file"]
 UsageFn = Callable[[], float | None]
 CHUNK = 64  # rows queued per turn of the lock by append_many(interleave=True)
-HASH_KEY = ',"hash":"'
-
-
-def genesis_hash(run_id: int) -> str:
-    return hashlib.sha256(f"rebench-audit:{run_id}".encode()).hexdigest()
-
-
-Redact = Callable[[str], str]
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def escape_surrogates(text: str) -> str:
-    """JSON text with lone surrogates (a file name that is not UTF-8, decoded by the OS layer with
-    surrogateescape) written as ``\\udcXX`` escapes: valid JSON and UTF-8, and it reads back the same."""
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 class AuditWriteError(RebenchError):
@@ -84,38 +70,6 @@ class RecordClosed(SessionError):
                          "more is written to it", kept="every record of the session, unchanged",
                          fix=f"read it with `rebench-tui verify {session}`, `rebench-tui export {session}` or "
                              "`rebench-tui compare`; start a new session (`rebench-tui start ENV`) to keep working")
-
-
-def chain_line(row: dict[str, Any], prev_hash: str, redact: Redact | None = None) -> tuple[str, str]:
-    """Serialize a row with ``prevHash`` and a trailing ``hash`` of the line's own bytes."""
-    line, digest, _redacted = _chain(row, prev_hash, redact)
-    return line, digest
-
-
-def _chain(row: dict[str, Any], prev_hash: str, redact: Redact | None) -> tuple[str, str, bool]:
-    """:func:`chain_line`, also saying whether redaction changed the text."""
-    body = {k: v for k, v in row.items() if k not in ("prevHash", "hash")}
-    body["prevHash"] = prev_hash
-    text = escape_surrogates(json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
-    redacted = False
-    if redact is not None:
-        clean = redact(text)  # secret values never reach the file (the hash covers the redacted bytes)
-        redacted, text = clean != text, clean
-    prefix = text[:-1] + HASH_KEY
-    digest = hashlib.sha256(prefix.encode("utf-8")).hexdigest()
-    return prefix + digest + '"}\n', digest, redacted
-
-
-def line_hash(line: str) -> tuple[str | None, str | None]:
-    """(claimed hash, recomputed hash) of one log line; (None, None) if it has no hash field."""
-    text = line.rstrip("\n")
-    at = text.rfind(HASH_KEY)
-    if at < 0:
-        return None, None
-    prefix = text[: at + len(HASH_KEY)]
-    rest = text[at + len(HASH_KEY):]
-    claimed = rest[:-2] if rest.endswith('"}') else rest
-    return claimed, hashlib.sha256(prefix.encode("utf-8")).hexdigest()
 
 
 def _fsync_append(path: Path, lines: list[str]) -> None:
@@ -146,14 +100,6 @@ def _write_durably(path: Path, data: bytes) -> None:
             raise
     finally:
         os.close(fd)
-
-
-def read_entries(path: Path) -> list[dict[str, Any]]:
-    """Every row of an audit log as plain dicts (no validation)."""
-    if not path.exists():
-        return []
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 class AuditLog:
@@ -430,12 +376,12 @@ class AuditLog:
             rows = [json.loads(line) for line in fh if line.strip()]
         refused: list[dict[str, Any]] = []
         if opening:  # written by no one this process knows of: only what the chain can check is taken
-            rows, refused = _unannounced(rows, self._may_wait)
+            rows, refused = unannounced(rows, self._may_wait)
         # Journal rows were given times after every row already in the log, but reserved rows
         # filled out of turn can interleave: sort by calledAt, then chain them into the log.
         rows.sort(key=lambda r: r["calledAt"])  # stable: rows of one millisecond keep their order
         if refused:
-            aside = _aside(self.pending_path)
+            aside = aside_path(self.pending_path)
             aside.write_text("".join(json.dumps(r) + "\n" for r in refused), encoding="utf-8")
             rows.append(self._row(self._prepare({
                 "type": "error", "from": "server", "trace": None, "extra": None,
@@ -446,48 +392,3 @@ class AuditLog:
         for r in rows:
             self._last_called = max(self._last_called, r["calledAt"])
         os.unlink(self.pending_path)
-
-
-def _unannounced(rows: list[dict[str, Any]], held: set[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Split a side journal found at an open: results only at a held reservation's time, no
-    scoring start rows (they are written before the reservation, never behind it)."""
-    keep, refused = [], []
-    for r in rows:
-        content = r.get("content") if isinstance(r.get("content"), dict) else {}
-        facts = log_event(content) or {}
-        if (content.get("type") == "intermediateScore" and int(r.get("calledAt", -1)) not in held) \
-                or facts.get("event") == "scoring_started":
-            refused.append(r)
-        else:
-            keep.append(r)
-    return keep, refused
-
-
-def _aside(path: Path) -> Path:
-    n = 1
-    while path.with_name(f"{path.name}.refused-{n}").exists():
-        n += 1
-    return path.with_name(f"{path.name}.refused-{n}")
-
-
-def validate_file(path: Path) -> list[tuple[int, str]]:
-    """Check every line against the trace-entry contract; returns (line number, problem) pairs."""
-    problems: list[tuple[int, str]] = []
-    last = -1
-    run_id = None
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            try:
-                row = json.loads(line)
-                entry = TraceEntry.model_validate(row)
-            except Exception as exc:  # noqa: BLE001 - every failure is a finding
-                problems.append((n, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
-                continue
-            if entry.calledAt < last:
-                problems.append((n, f"calledAt {entry.calledAt} is before the previous row's {last}"))
-            last = entry.calledAt
-            if run_id is None:
-                run_id = entry.runId
-            elif entry.runId != run_id:
-                problems.append((n, f"runId {entry.runId} differs from the first row's {run_id}"))
-    return problems
