@@ -115,4 +115,3 @@ def average_normalized(runs: Iterable[Run], budget_s: float | None = None, inval
     if not by_env:
         return math.nan
     return sum(sum(v) / len(v) for v in by_env.values()) / len(by_env)
-

@@ -101,7 +101,6 @@ def scoring_rate(runs: Run | Iterable[Run], budget_s: float | None = None) -> fl
     return math.nan if hours <= 0 else sum(scorings_within(r, budget_s) for r in runs) / hours
 
 
-
 # -- group curves -----------------------------------------------------------------------------
 def time_grid(max_s: float, points: int = 200) -> list[float]:
     if max_s <= 0:
@@ -129,4 +128,3 @@ def mean_curve_over_envs(runs: Sequence[Run], grid_s: Sequence[float], invalid_a
         return [math.nan for _ in grid_s]
     per = [mean_curve(rs, grid_s, invalid_as) for rs in by_env.values()]
     return [sum(p[i] for p in per) / len(per) for i in range(len(grid_s))]
-

@@ -92,7 +92,6 @@ def _iso(ms: int | float | None) -> str:
     return "" if ms is None else utc_datetime(ms).isoformat()
 
 
-
 def _commands_log(rec: SessionRecords) -> str:
     """A terminal-like transcript of the captured commands, for ``HumanAgentState:logs``."""
     out = []
@@ -110,7 +109,6 @@ def _commands_log(rec: SessionRecords) -> str:
             out.append(f"... (output cut; {c.output_bytes} bytes in all)\n")
         out.append(f"[exit {c.exit_status}]\n")
     return "".join(out)
-
 
 
 def _sample_metadata(rec: SessionRecords) -> dict[str, Any]:

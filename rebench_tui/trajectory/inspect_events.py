@@ -209,4 +209,3 @@ class EventBuilder:
 
 def _timestamp(event: Any) -> datetime:
     return event.timestamp
-

@@ -79,7 +79,6 @@ def _pause_dicts(pauses: Iterable[Any]) -> list[dict[str, Any]]:
     return [p.model_dump() if hasattr(p, "model_dump") else dict(p) for p in pauses or ()]
 
 
-
 def own_anchors(meta: dict[str, Any]) -> Anchors | None:
     """Anchors a run's metadata carries: a recorded ``anchors`` object (rebench-tui sessions and
     their exports), else ``start_score`` and ``reference_score`` (kind ``log``); None if neither reads."""
@@ -95,7 +94,6 @@ def own_anchors(meta: dict[str, Any]) -> Anchors | None:
         return None
 
 
-
 def who_of(meta: Any) -> dict[str, Any]:
     """The participant and conditions a log's metadata records (rebench-tui's exports write them)."""
     if not isinstance(meta, dict):
@@ -104,4 +102,3 @@ def who_of(meta: Any) -> dict[str, Any]:
     return {"participant": meta.get("participant") if isinstance(meta.get("participant"), str) else None,
             "internet": internet if isinstance(internet, bool) else None,
             "ai_tools": meta.get("ai_tools") if isinstance(meta.get("ai_tools"), str) else None}
-

@@ -19,7 +19,6 @@ def is_session_folder(path: Path) -> bool:
     return path.is_dir() and ((path / META).is_file() or (path / AUDIT).is_file())
 
 
-
 def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run:
     """A human session folder as a run, normalized by the anchors the session recorded (or by the
     resolver's override, if it has one)."""
@@ -64,7 +63,6 @@ def read_human_session(folder: Path, resolver: EnvResolver | None = None) -> Run
                     finished=meta.status == "finished", source=str(folder), working_s=meta.clock.banked_s,
                     human=True, notes=notes, setting_differs=setting_differs({"setting": meta.setting}),
                     participant=meta.participant.id, internet=meta.participant.internet, ai_tools=meta.participant.ai_tools)
-
 
 
 def read_sessions_dir(folder: Path) -> list[Path]:
