@@ -1,6 +1,10 @@
-"""Pure functions that compare runs: best-so-far curves, finals at a budget, scoring rates, score@k.
+"""Comparing runs: :func:`compare` computes a whole :class:`Comparison` (per-group statistics,
+score@k at each budget, which anchors each group used) once, every run counted by one rule.
 
-Rules (the RE-Bench paper's, ``docs/environments.md``):
+One run's curves and finals are in :mod:`.curves`, score@k and its band in :mod:`.best_of_k`;
+their names are importable from here too.
+
+The rules they follow (the RE-Bench paper's, ``docs/environments.md``):
 
 - A run's **counting score** after each scoring is read by ONE rule for every run of a comparison
   (``compare(rule=...)``), humans and agents alike, and every report names it:
@@ -47,239 +51,26 @@ Rules (the RE-Bench paper's, ``docs/environments.md``):
 from __future__ import annotations
 
 import math
-import random
-from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 from ..catalog.anchors import Anchors
+from .best_of_k import (ScoreAtK, average_normalized, bootstrap_band, expected_max, expected_max_all, finals_by_env,
+                        quantile, score_at_k, score_at_k_values)
+from .curves import (ALL, HOUR, INVALID_AS, PAPER, ROBUST, RULE_WORDS, RULES, Curve, best_so_far, final_at, final_by,
+                     final_value, hours_within, mean_curve, mean_curve_over_envs, normalized_curve, normalized_final_at,
+                     scoring_rate, scorings_within, time_grid)
 from .runs import HUMAN_LABEL, Run
 
-PAPER = "paper"
-ROBUST = "robust"
-RULES = (PAPER, ROBUST)
-RULE_WORDS = {
-    PAPER: "the paper's rule: best single scoring",
-    ROBUST: "the robust rule: median of an attempt's re-scores, or of the finish's recount",
-}
-
-INVALID_AS = 0.0
-ALL = "ALL"
-HOUR = 3600.0
+__all__ = [
+    "ALL", "HOUR", "INVALID_AS", "PAPER", "ROBUST", "RULES", "RULE_WORDS", "AnchorUse", "Comparison", "Curve", "GroupStats",
+    "ScoreAtK", "average_normalized", "best_so_far", "bootstrap_band", "compare", "expected_max", "expected_max_all",
+    "final_at", "final_by", "final_value", "finals_by_env", "hours_within", "mean_curve", "mean_curve_over_envs",
+    "normalized_curve", "normalized_final_at", "one_rule", "quantile", "score_at_k", "score_at_k_values", "scoring_rate",
+    "scorings_within", "time_grid",
+]
 
 
-# -- one run ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Curve:
-    """A step function: ``values[i]`` holds from ``times[i]`` until the next time (NaN before the first)."""
-
-    times: tuple[float, ...]
-    values: tuple[float, ...]
-
-    def at(self, t: float) -> float:
-        i = bisect_right(self.times, t)
-        return math.nan if i == 0 else self.values[i - 1]
-
-
-def best_so_far(run: Run) -> Curve:
-    """The counting raw score after each scoring, by the rule the run is counted by
-    (``run.counted_by``: the paper's, or the robust one)."""
-    rule = run.env.rule
-    if run.counted_by == ROBUST:
-        values = rule.running(run.scores, run.fingerprints, run.recounts)
-    else:
-        values = rule.paper_running(run.scores, run.recounts)
-    return Curve(tuple(run.times), tuple(values))
-
-
-def final_by(run: Run, rule: str) -> float | None:
-    """The run's raw final score by ``rule`` (NaN: no valid score); None where the rule cannot
-    count it (the robust rule, a run without fingerprints)."""
-    if rule == ROBUST and not run.robust_countable:
-        return None
-    return final_at(replace(run, counted_by=rule))
-
-
-def normalized_curve(run: Run) -> Curve:
-    """The counting score normalized; NaN until the first valid score.
-
-    Normalization is monotone in "better", so the normalized best is the best normalized.
-    """
-    raw = best_so_far(run)
-    return Curve(raw.times, tuple(run.env.normalize(v) for v in raw.values))
-
-
-def final_at(run: Run, budget_s: float | None = None) -> float:
-    """The raw counting score using only scorings within ``budget_s`` working seconds (NaN if none valid)."""
-    curve = best_so_far(run)
-    if not curve.times:
-        return math.nan
-    return curve.values[-1] if budget_s is None else curve.at(budget_s)
-
-
-def normalized_final_at(run: Run, budget_s: float | None = None) -> float:
-    return run.env.normalize(final_at(run, budget_s))
-
-
-def final_value(run: Run, budget_s: float | None = None, invalid_as: float = INVALID_AS) -> float:
-    """The normalized final as one number: ``invalid_as`` when the run has no valid score in budget."""
-    v = normalized_final_at(run, budget_s)
-    return invalid_as if math.isnan(v) else v
-
-
-def hours_within(run: Run, budget_s: float | None = None) -> float:
-    d = run.duration_s
-    return (d if budget_s is None else min(d, budget_s)) / HOUR
-
-
-def scorings_within(run: Run, budget_s: float | None = None) -> int:
-    """Scorings the run asked for within the budget (the finish's recounts are not the participant's)."""
-    return sum(1 for s in run.scorings if not s.recount and (budget_s is None or s.working_s <= budget_s))
-
-
-def scoring_rate(runs: Run | Iterable[Run], budget_s: float | None = None) -> float:
-    """Scorings per working hour, pooled over the runs; NaN with no working time."""
-    runs = [runs] if isinstance(runs, Run) else list(runs)
-    hours = sum(hours_within(r, budget_s) for r in runs)
-    return math.nan if hours <= 0 else sum(scorings_within(r, budget_s) for r in runs) / hours
-
-
-# -- score@k ----------------------------------------------------------------------------------
-def expected_max(values: Sequence[float], k: int) -> float:
-    """E[max of k draws with replacement] from ``values``, exactly: ``sum_i v_(i) ((i/n)^k - ((i-1)/n)^k)``."""
-    if k < 1:
-        raise ValueError("k must be at least 1")
-    v = sorted(values)
-    n = len(v)
-    if n == 0:
-        return math.nan
-    if any(math.isnan(x) for x in v):
-        raise ValueError("expected_max needs numbers; map invalid runs to a value first")
-    total = 0.0
-    prev = 0.0
-    for i, x in enumerate(v, start=1):
-        cur = (i / n) ** k
-        total += x * (cur - prev)
-        prev = cur
-    return total
-
-
-def expected_max_all(values: Sequence[float], ks: Sequence[int]) -> list[float]:
-    return [expected_max(values, k) for k in ks]
-
-
-def quantile(sorted_values: Sequence[float], q: float) -> float:
-    """The q-quantile with linear interpolation between order statistics (numpy's default)."""
-    n = len(sorted_values)
-    if n == 0:
-        return math.nan
-    pos = q * (n - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, n - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def score_at_k_values(values_by_env: dict[str, Sequence[float]], ks: Sequence[int]) -> list[float]:
-    """score@k for each k: the mean over environments of the exact expected best of k."""
-    envs = [e for e, v in values_by_env.items() if len(v)]
-    if not envs:
-        return [math.nan for _ in ks]
-    per = [expected_max_all(values_by_env[e], ks) for e in envs]
-    return [sum(p[j] for p in per) / len(per) for j in range(len(ks))]
-
-
-def bootstrap_band(values_by_env: dict[str, Sequence[float]], ks: Sequence[int], *, n_boot: int = 1000,
-                   seed: int = 0, level: float = 0.95) -> tuple[list[float], list[float]]:
-    """Percentile-bootstrap band of score@k (see the module text); (low, high) per k."""
-    envs = [e for e, v in values_by_env.items() if len(v)]
-    if not envs or n_boot < 1:
-        return [math.nan] * len(ks), [math.nan] * len(ks)
-    rng = random.Random(seed)
-    reps: list[list[float]] = [[] for _ in ks]
-    for _ in range(n_boot):
-        resampled = {e: [rng.choice(values_by_env[e]) for _ in values_by_env[e]] for e in envs}
-        for j, v in enumerate(score_at_k_values(resampled, ks)):
-            reps[j].append(v)
-    a = (1 - level) / 2
-    lows, highs = [], []
-    for r in reps:
-        r.sort()
-        lows.append(quantile(r, a))
-        highs.append(quantile(r, 1 - a))
-    return lows, highs
-
-
-@dataclass(frozen=True)
-class ScoreAtK:
-    group: str
-    budget_s: float | None
-    ks: tuple[int, ...]
-    expected: tuple[float, ...]
-    low: tuple[float, ...]
-    high: tuple[float, ...]
-    per_env: dict[str, tuple[float, ...]] = field(default_factory=dict)
-    n_runs: dict[str, int] = field(default_factory=dict)
-
-    def at(self, k: int) -> float:
-        return self.expected[self.ks.index(k)] if k in self.ks else math.nan
-
-
-def finals_by_env(runs: Iterable[Run], budget_s: float | None = None, invalid_as: float = INVALID_AS) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for r in runs:
-        out.setdefault(r.env_id, []).append(final_value(r, budget_s, invalid_as))
-    return out
-
-
-def score_at_k(runs: Iterable[Run], ks: Sequence[int], budget_s: float | None = None, *, group: str = "",
-               n_boot: int = 1000, seed: int = 0, level: float = 0.95, invalid_as: float = INVALID_AS) -> ScoreAtK:
-    """score@k of a set of runs (one group) with its bootstrap band."""
-    ks = tuple(ks)
-    by_env = finals_by_env(runs, budget_s, invalid_as)
-    low, high = bootstrap_band(by_env, ks, n_boot=n_boot, seed=seed, level=level)
-    return ScoreAtK(group, budget_s, ks, tuple(score_at_k_values(by_env, ks)), tuple(low), tuple(high),
-                    {e: tuple(expected_max_all(v, ks)) for e, v in by_env.items()},
-                    {e: len(v) for e, v in by_env.items()})
-
-
-def average_normalized(runs: Iterable[Run], budget_s: float | None = None, invalid_as: float = INVALID_AS) -> float:
-    """Mean over environments of the mean normalized final of the runs on each."""
-    by_env = finals_by_env(runs, budget_s, invalid_as)
-    if not by_env:
-        return math.nan
-    return sum(sum(v) / len(v) for v in by_env.values()) / len(by_env)
-
-
-# -- group curves -----------------------------------------------------------------------------
-def time_grid(max_s: float, points: int = 200) -> list[float]:
-    if max_s <= 0:
-        return [0.0]
-    return [max_s * i / (points - 1) for i in range(points)]
-
-
-def mean_curve(runs: Sequence[Run], grid_s: Sequence[float], invalid_as: float = INVALID_AS) -> list[float]:
-    """Mean normalized counting score of the runs at each grid time (see the module text)."""
-    curves = [normalized_curve(r) for r in runs]
-    if not curves:
-        return [math.nan for _ in grid_s]
-    out = []
-    for t in grid_s:
-        vals = [c.at(t) for c in curves]
-        out.append(sum(invalid_as if math.isnan(v) else v for v in vals) / len(vals))
-    return out
-
-
-def mean_curve_over_envs(runs: Sequence[Run], grid_s: Sequence[float], invalid_as: float = INVALID_AS) -> list[float]:
-    by_env: dict[str, list[Run]] = {}
-    for r in runs:
-        by_env.setdefault(r.env_id, []).append(r)
-    if not by_env:
-        return [math.nan for _ in grid_s]
-    per = [mean_curve(rs, grid_s, invalid_as) for rs in by_env.values()]
-    return [sum(p[i] for p in per) / len(per) for i in range(len(grid_s))]
-
-
-# -- a whole comparison -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class GroupStats:
     """One group's runs on one environment (or on all: env ``ALL``)."""

@@ -1,5 +1,9 @@
 """The workstation screen: instructions, countdown, score history, file feed, status line.
 
+This module holds the app itself: its layout and bindings, the worker path every session command
+takes, the clock's tick, the shell, and closing the session; the rest of its behaviour is mixed in
+from the ``app_*`` modules beside it.
+
 Every blocking call runs in a thread worker that posts messages back; handlers update widgets.
 Time is read from the session's working clock (computed from an injected clock on each tick),
 never counted in ticks.
@@ -17,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
 
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -26,26 +30,26 @@ from textual.screen import Screen
 from textual.widgets import Footer, Markdown, Static
 from textual.worker import Worker, WorkerFailed, WorkerState
 
-from ..catalog.setting import recorded_differences, setting_words
-from ..clock import format_hms
+from ..catalog.setting import recorded_differences
 from ..errors import RebenchError
-from ..scoring import Attempt
 from ..session import Session
-from ..session.ending import counting_words
-from ..session.events import (ClockChanged, CommandsRecorded, FilesRecorded, LinkLost, LinkRestored, NoteSaved,
-                              RecordingTrouble, ScoreRecorded, ScoringCancelled, SessionEvent, SessionFinished,
-                              TimeWarning)
-from ..trajectory.records import CountingScore, ScoreRecord
+from .app_actions import PALETTE, SessionActions
+from .app_events import SessionEventView
+from .app_scoring import ScoringControls
+from .app_status import StatusPanes
 from .keymap import load_keymap
 from .messages import SessionUpdate
-from .screens.dialogs import HelpScreen, NoteScreen, QuitScreen, SubmitScreen
 from .widgets.countdown import Countdown
 from .widgets.file_feed import FileFeed
-from .finish_words import RULE_WORDS, final_scored, recount_progress, rule_sentence, scoring_words
-from .widgets.score_history import ScoreChart, ScoreTable, _fmt, fmt_normalized, message_text
+from .widgets.score_history import ScoreChart, ScoreTable
 
 
-class RebenchApp(App[None]):
+class RebenchApp(StatusPanes, SessionEventView, ScoringControls, SessionActions, App[None]):
+    """The screen of one session. Its pieces are mixins, each in its module: the status line and
+    info pane (:mod:`.app_status`), the session's events (:mod:`.app_events`), scoring
+    (:mod:`.app_scoring`) and the other keys (:mod:`.app_actions`); the layout, the one path of
+    commands to the session, the clock's tick, the shell and closing are here."""
+
     CSS_PATH = "app.tcss"
     TITLE = "rebench-tui"
     # app.tcss lays the screen out by these classes: below 140 columns the instructions, anchors and
@@ -108,43 +112,6 @@ class RebenchApp(App[None]):
                 yield Static("Files and commands", classes="section")
                 yield FileFeed(id="files")
         yield Footer(compact=True, show_command_palette=False)  # ctrl+p still opens it (help says so)
-
-    def _anchors_text(self) -> str:
-        """Where the start and reference scores that normalize this session come from."""
-        a = self.session.anchors
-        return f"anchors ({a.kind}): start {a.start:g}, reference {a.reference:g} — {a.summary}"
-
-    def _setting_text(self) -> str:
-        """Whether this session runs in the paper's setting, and where it does not (list -v has the why)."""
-        record = self.session.meta.setting
-        differs = recorded_differences(record)
-        if not differs:
-            return setting_words(record)
-        return (f"setting: differs from the paper's in {len(differs)} — "
-                + "; ".join(f"{d['name']}: {d['here']}" for d in differs) + " (rebench-tui list -v says why)")
-
-    def _anchors_stale(self) -> bool:
-        return bool(self.session.anchors.provenance.get("stale")) or self.session.anchors.kind == "uncalibrated"
-
-    def _status_text(self, link_up: bool = True) -> str:
-        s = self.session
-        # the warnings come first: a narrow terminal cuts the line's end, never them
-        warn = "" if s.sandbox.isolated else "⚠ "
-        why = "" if s.sandbox.isolated else " · commands and the scorer run as you"
-        link = "" if link_up else f"⚠ LINK DOWN to {s.sandbox.host}: reconnecting; the clock keeps running, records are kept · "
-        seen = "" if self.witness is None else f" · {self.witness.words()}"
-        return f"{link}{warn}{s.status_line()}{seen} · {s.meta.title} · session {s.id}{why}"
-
-    def _show_witness(self) -> None:
-        status = self.query_one("#status", Static)
-        status.update(self._status_text(self._link_up))
-        status.set_class(not self.witness.state().current, "witness-behind")
-
-    def _show_link(self, up: bool) -> None:
-        self._link_up = up
-        status = self.query_one("#status", Static)
-        status.update(self._status_text(up))
-        status.set_class(not up, "link-down")
 
     @classmethod
     def binding_ids(cls) -> set[str]:
@@ -217,192 +184,7 @@ class RebenchApp(App[None]):
         except NoMatches:  # an event that arrives while the app is being torn down: it is recorded already
             pass
 
-    def _show_event(self, event: SessionEvent) -> None:
-        """Each event updates the screen from what it carries, never from the session's state."""
-        feed = self.query_one(FileFeed)
-        match event:
-            case FilesRecorded(changes=changes, raw_events=raw):
-                feed.add_batch(list(changes), raw)
-            case CommandsRecorded():
-                for when, line in event.feed_items():
-                    feed.add_line(line, stamp=when)
-            case ScoreRecorded():
-                self._score_recorded(event)
-            case ScoringCancelled():
-                self._scoring_ended()
-                self.notify("Scoring cancelled; recorded as cancelled.")
-            case TimeWarning(remaining_s=t):
-                self.notify(f"{format_hms(t)} of working time left", severity="warning", timeout=15)
-            case ClockChanged(running=running):
-                self.notify("Clock running." if running else "Clock paused. Press p to resume.")
-                self.refresh_clock()
-            case NoteSaved(text=text):
-                feed.add_line(f"note saved: {text}")
-            case SessionFinished(reason=reason, counting=counting):
-                self._scoring_ended()  # a finish with no final scoring (the container was gone) ends "scoring…" too
-                self.refresh_clock()
-                self._show_best(counting, len(self._history))
-                if counting is None or self.session.hidden:
-                    counted = ""
-                else:
-                    counted = (f" Counts: {_fmt(counting.score)} (normalized {fmt_normalized(counting.normalized)}), "
-                               f"{counting_words(counting)}.")
-                    self.query_one(FileFeed).add_line(f"the finish: counts {_fmt(counting.score)}, {counting_words(counting)}",
-                                                      stamp=self.session.clock.time())
-                self.notify(f"Session finished ({reason}).{counted} Records are complete; press q to quit.", timeout=30)
-            case RecordingTrouble(text=text):
-                self.notify(text, severity="error", timeout=20)
-            case LinkLost(host=host, error=error):
-                self._show_link(up=False)
-                feed.add_line(f"⚠ link to {host} lost ({error}); reconnecting…")
-                self.notify(f"Link to {host} lost ({error}); reconnecting… Working time keeps running (pause with p); "
-                            "scoring waits for the link.", severity="error", timeout=20)
-            case LinkRestored(host=host, outage_s=outage):
-                self._show_link(up=True)
-                feed.add_line(f"link restored after {outage:.0f} s")
-                self.notify(f"Link to {host} restored after {outage:.0f} s; nothing was lost.", timeout=10)
-
-    def _show_history(self, history: tuple[ScoreRecord, ...], counting: CountingScore | None) -> list[Attempt]:
-        """The score table, the chart and the counting line, from a snapshot of the scorings;
-        returns the scorings grouped into attempts."""
-        self._history = history
-        # the finish's recount scorings are a group of their own (they count alone: scoring.Rule)
-        attempts = self.session.meta.rule().attempts(
-            [r.score for r in history], [f"recount:{r.fingerprint}" if r.recount else r.fingerprint for r in history])
-        self.query_one(ScoreTable).show(list(history), attempts, counting)
-        self.query_one(ScoreChart).set_records(list(history))
-        self._show_best(counting, len(history))
-        return attempts
-
-    def _show_best(self, best: CountingScore | None, n_scorings: int) -> None:
-        meta = self.session.meta
-        rule = RULE_WORDS[self.session.aggregation.value]
-        anchors = f"start {meta.start_score:g}, reference {meta.reference_score:g}"
-        if self.session.hidden:
-            text = f"{n_scorings} scoring(s) · scores are hidden in this environment"
-        elif best is None:
-            text = f"no valid score yet · counts: {rule} · {anchors}"
-        else:
-            spread = f"{_fmt(best.low)}–{_fmt(best.high)}"
-            if best.recount:  # the finish's fresh scorings of the leading attempt
-                which = f"attempt {best.attempt} recounted at the finish: median of {best.n} fresh scorings, {spread}"
-            elif best.n == 1:
-                which = f"attempt {best.attempt}, scoring {best.representative}, one scoring: no spread yet"
-            else:  # re-scores of unchanged files: their median counts, not the luckiest of them
-                which = f"attempt {best.attempt}: median of {best.n} re-scores, {spread}"
-            runs = meta.recount_runs
-            later = f" · at the finish it is scored {runs} more times" if runs and not self.session.finished else ""
-            text = (f"counts ({rule}): {_fmt(best.score)} (normalized {fmt_normalized(best.normalized)}, {which})"
-                    f"{later} · {anchors}")
-        self.query_one("#best", Static).update(text)
-
-    # -- scoring --------------------------------------------------------------------------
-    def _scoring_words(self) -> str:
-        """The scoring line: what runs now (the finish says which of its steps) and for how long."""
-        took = f"{time.monotonic() - self._score_started:.0f} s" if self._score_started is not None else ""
-        if not self._finishing:
-            return f"scoring… {took} (press c to cancel)"
-        done = f"{self._finish_done} · " if self._finish_done else ""
-        return f"{done}{self._finish_step}… {took}"
-
-    def _begin_scoring(self) -> None:
-        self._cancel.clear()
-        self._score_started = time.monotonic()
-        self.query_one("#scoring", Static).update(self._scoring_words())
-
-    def _scoring_ended(self) -> None:
-        self._score_started = None
-        self.query_one("#scoring", Static).update("")
-
-    def action_score(self) -> None:
-        s = self.session
-        if s.finished:
-            self.notify("This session is finished; scoring is closed.", severity="warning")
-            return
-        if not self._link_up:
-            self.notify(f"The link to {s.sandbox.host} is down: scoring waits for it (nothing is lost).", severity="warning")
-            return
-        if self._score_started is not None:
-            self.notify("A scoring is already running (press c to cancel it).", severity="warning")
-            return
-        self._begin_scoring()
-        self._command(s.score, cancel=self._cancel, group="score")
-
-    def _take_final(self, submission: str | None = None) -> None:
-        """The final scoring, then the finish (the session finishes even if that scoring fails)."""
-        self._finishing = True
-        self._finish_step = "the finish: final scoring of your files as they are"
-        self._finish_done = ""
-        self._begin_scoring()
-        s = self.session
-        if submission is None:
-            self._command(s.finish_at_time_limit, group="score")
-        else:
-            self._command(s.submit, submission, group="score")
-
-    def _score_recorded(self, event: ScoreRecorded) -> None:
-        attempts = self._show_history(event.history, event.counting)
-        rec = event.record
-        if self._finishing and event.final:  # a step of the finish (SessionFinished, which comes after, ends it)
-            self._finish_progress(rec, event.history, attempts)
-            return
-        self._scoring_ended()
-        what = scoring_words(rec, attempts)
-        if self.session.hidden:
-            self.notify(f"{what[:1].upper()}{what[1:]} recorded (scores are hidden in this environment).")
-        elif rec.valid:
-            self.notify(f"{what[:1].upper()}{what[1:]}: {_fmt(rec.score)} (normalized {fmt_normalized(rec.normalized)})"
-                        + _rescore_note(attempts, rec))
-        else:
-            self.notify(f"{what[:1].upper()}{what[1:]}: NaN — {message_text(rec.message)}", severity="error", timeout=15)
-
-    def _finish_progress(self, rec: ScoreRecord, history: tuple[ScoreRecord, ...], attempts: list[Attempt]) -> None:
-        """One step of the finish is recorded: the scoring line says what it gave and what runs now;
-        the feed keeps each step."""
-        runs = self.session.meta.recount_runs
-        if self.session.hidden:
-            done = f"{scoring_words(rec, attempts)} recorded"
-        elif rec.recount:
-            done = recount_progress(rec, history)
-        else:
-            done = final_scored(rec, attempts, runs)
-        self.query_one(FileFeed).add_line(done, stamp=self.session.clock.time())  # the session's clock: tests fix it
-        self._finish_done = done
-        info = rec.details.get("recount") if rec.recount else None
-        if rec.recount and isinstance(info, dict) and isinstance(info.get("run"), int) and info["run"] < info.get("runs", 0):
-            self._finish_step = f"recount {info['run'] + 1} of {info['runs']} of attempt {info.get('of_attempt', '?')}"
-        elif not rec.recount and runs > 0:
-            self._finish_step = f"recount 1 of {runs} of the leading attempt"
-        else:
-            self._finish_step = "writing the finish"
-        self._score_started = time.monotonic()
-        self.query_one("#scoring", Static).update(self._scoring_words())
-
-    def action_cancel_score(self) -> None:
-        if self._score_started is None:
-            self.notify("No scoring is running.")
-            return
-        self._cancel.set()
-        self.query_one("#scoring", Static).update("cancelling…")
-
-    # -- clock, notes, shell, submit, quit ------------------------------------------------
-    def action_pause(self) -> None:
-        s = self.session
-        if s.finished:
-            return
-        self._command(s.pause if s.wclock.running else s.resume)
-
-    def action_note(self) -> None:
-        if self.session.finished:
-            self.notify("This session is finished: its record ends with the finish row and takes nothing more.")
-            return
-
-        def done(text: str | None) -> None:
-            if text and text.strip():
-                self._command(self.session.note, text)
-
-        self.push_screen(NoteScreen(), done)
-
+    # -- the shell, the palette, closing --------------------------------------------------
     async def action_shell(self) -> None:
         s = self.session
         if s.finished:
@@ -430,73 +212,6 @@ class RebenchApp(App[None]):
         s.ending.shell_closed(rc)
         s.collect_commands()  # what was typed in it, recorded now rather than at the next poll
 
-    def action_submit(self) -> None:
-        s = self.session
-        if s.finished:
-            self.notify("This session is already finished.")
-            return
-        if self._score_started is not None:
-            self.notify("Wait for the running scoring to finish (or cancel it with c), then submit.", severity="warning")
-            return
-
-        def done(value: str | None) -> None:
-            if value is not None:
-                self._take_final(value)
-
-        meta = self.session.meta
-        self.push_screen(SubmitScreen(rule_sentence(meta.aggregation, meta.recount_runs, meta.timing)), done)
-
-    def action_info(self) -> None:
-        """Show or hide the info pane (instructions, anchors, setting): hidden by default below 140
-        columns, shown by default above."""
-        self.screen.toggle_class("-info-toggled")
-
-    def action_compare(self) -> None:
-        self.notify("Comparing with the other sessions of this environment…")
-        self._compare_worker()
-
-    @work(thread=True, exit_on_error=False, group="compare")
-    def _compare_worker(self) -> None:
-        """This environment's human sessions (this one included) and any agent runs in
-        ``agent_runs`` ($REBENCH_AGENT_RUNS), computed off the screen's thread, then shown."""
-        from ..compare.command import compare_beside_session
-        from .screens.compare import CompareScreen
-
-        s = self.session
-        try:
-            comparison = compare_beside_session(s.folder, s.env, s.meta.profile, self.agent_runs)
-        except RebenchError as exc:
-            self.call_from_thread(self.notify, f"Nothing to compare: {exc.what}", severity="warning")
-            return
-        self.call_from_thread(self.push_screen, CompareScreen(comparison))
-
-    def action_help(self) -> None:
-        keys = self.active_bindings
-        lines = ["Keys", ""]
-        for b in self.BINDINGS:
-            if isinstance(b, Binding) and b.show or b.id == "cancel_score":
-                shown = self.get_key_display(next((ab.binding for ab in keys.values() if ab.binding.id == b.id), b))
-                lines.append(f"  {shown:<6} {PALETTE.get(b.id, 'Quit (asks first: pause the clock or keep it running)')}")
-        lines += ["  ctrl+p the command palette, which lists these commands too",
-                  "", "Remap keys in a keymap file (binding id = \"key\"); the ids are "
-                  + ", ".join(b.id for b in self.BINDINGS if isinstance(b, Binding) and b.id) + ".",
-                  "", f"Session folder: {self.session.folder}"]
-        self.push_screen(HelpScreen("\n".join(lines)))
-
-    def action_quit_confirm(self) -> None:
-        def done(answer: str | None) -> None:
-            if answer is None:
-                return
-            if self._score_started is not None:
-                self._cancel.set()
-            self.closed_with = answer
-            self.exit()
-
-        self.push_screen(QuitScreen(self.session.finished, self._score_started is not None), done)
-
-    async def action_quit(self) -> None:  # the command palette's quit goes through the same dialog
-        self.action_quit_confirm()
-
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette (ctrl+p) offers the session's commands too, each with its key as
         the keymap file set it."""
@@ -519,24 +234,7 @@ class RebenchApp(App[None]):
             self.session.close(pause_clock=self.closed_with != "keep")
 
 
-def _rescore_note(attempts: list[Attempt], rec: ScoreRecord) -> str:
-    """For a re-score of unchanged files: which attempt it joined, and that attempt's median."""
-    pos = rec.attempt - 1
-    for a in attempts:
-        if pos in a.indexes and len(a.indexes) > 1:
-            return (f"; files unchanged: re-score of attempt {a.number}, which counts with the median of its "
-                    f"{a.n} valid scorings, {_fmt(a.score)}")
-    return ""
-
-
-# The session's commands in the command palette, with what each does (quit is Textual's own entry,
-# which goes through the same dialog).
-PALETTE = {"score": "Run the protected scorer on the files as they are now", "cancel_score": "Cancel the running scoring",
-           "pause": "Pause or resume the working clock", "note": "Write a note into the record",
-           "shell": "Open a login shell in the container", "submit": "Submit: one last scoring, then the session finishes",
-           "compare": "Compare with this environment's other sessions and agent runs",
-           "info": "Show or hide the instructions, anchors and setting", "help": "The keys and where the records are"}
-
+# What each command is called when it fails (by its worker's name).
 COMMAND_WORDS = {"score": "scoring", "submit": "the submission", "finish_at_time_limit": "the final scoring",
                  "pause": "pausing the clock", "resume": "resuming the clock", "note": "saving the note",
                  "tick": "recording the time warning", "shell_opened": "recording the shell",
