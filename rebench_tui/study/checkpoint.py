@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 WAL_BYTES = 4 << 20  # SQLite's own default threshold: 1,000 pages of 4 KiB
+WAL_KEPT = 1 << 20  # the writer's journal_size_limit: a log started over shrinks to this, so growth shows
 EVERY_S = 0.25
 
 
@@ -27,10 +28,15 @@ class Checkpointer:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(EVERY_S):
+        last = 0  # the log's size at the last checkpoint: one a reader's snapshot held back is not retried
+        while not self._stop.wait(EVERY_S):  # until the log has grown by WAL_BYTES again (each one fsyncs)
             try:
-                if self._wal.stat().st_size >= WAL_BYTES:
+                size = self._wal.stat().st_size
+                if size < last:
+                    last = 0  # the log was started over
+                if size - last >= WAL_BYTES:
                     self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    last = size
             except (OSError, sqlite3.Error):
                 continue  # no log yet, or busy: the next round tries again
 

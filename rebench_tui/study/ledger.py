@@ -24,7 +24,7 @@ from ..scoring import is_recount
 from ..trajectory.audit import genesis_hash, line_hash
 from ..trajectory.entries import FINISH_EVENT, TraceEntry, log_event
 from ..trajectory.rules import CHANGE_EVENT, START_EVENT, RulesError, check_rule_facts
-from .checkpoint import Checkpointer
+from .checkpoint import WAL_KEPT, Checkpointer
 from .reader import LedgerReader
 from .schema import ADDED, TABLES, triggers
 
@@ -55,7 +55,8 @@ class Ledger:
         # each workstation's fsynced audit log is the queue, and its witness sends again whatever
         # the collector lacks. One fsync a request instead of two is what lets a cohort's flood in.
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run off the writers' path (checkpoint.py)
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run off the writers' path (checkpoint.py),
+        conn.execute(f"PRAGMA journal_size_limit={WAL_KEPT}")  # and a log started over is cut back to this
         conn.executescript(TABLES)
         for sql in triggers():
             conn.execute(sql)
