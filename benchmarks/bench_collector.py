@@ -4,7 +4,7 @@ benchmarks/baseline/collector_ledger.py and collector_summary.py) in the same ru
 - the study's view (`study status`) on 50 sessions / 100,000 rows;
 - one 40,000-row session's view;
 - 20 participants flooding the collector over HTTP on loopback: rows/s taken, POST p95;
-- the writers' POST p95 while a researcher's view runs;
+- the writers' POST p95 while a researcher asks for the study's view over and over;
 - rows acknowledged and then lost when the collector is killed (-9) mid-flood (current code only:
   it is the `collector serve` process of this checkout).
 
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, dump, header, median, parser, pct, verdict  # noqa: E402
+from common import ROOT, dump, header, load, median, parser, pct, verdict  # noqa: E402
 
 from rebench_tui.study.client import Collector, CollectorRefused, CollectorUnreachable  # noqa: E402
 from rebench_tui.study.ledger import Ledger  # noqa: E402
@@ -127,12 +127,31 @@ def views(runs: int, folder: Path, old_rows: int) -> dict:
 
 
 # -- flood and writers' latency -----------------------------------------------------------------
+class InServer:
+    """The study's view computed on the HTTP thread that asked, in the server's process (as
+    before the view process): ``summarize`` is the previous or the current one."""
+
+    def __init__(self, ledger, summarize_fn) -> None:
+        self.ledger, self.summarize = ledger, summarize_fn
+
+    def summary(self):
+        return self.summarize(self.ledger)
+
+    def close(self) -> None:
+        pass
+
+
 def flood(ledger_cls, db: Path, participants: int, rows_each: int, batch: int, view=None) -> dict:
     """``participants`` threads, each its own session, POSTing ``batch`` rows at a time; with
-    ``view``, a researcher's view runs over and over meanwhile. Rows/s taken and POST latencies."""
+    ``view``, a researcher asks for the study's view (GET /v1/study) over and over meanwhile:
+    ``view`` is "process" (the collector's own view process) or a summarize function run on the
+    server's thread. Rows/s taken and POST latencies."""
     ledger = ledger_cls(db)
     tokens = {f"p{i}": ledger.add(f"p{i}") for i in range(participants)}
+    res_token = ledger.add("researcher", "researcher") if view else None
     server = CollectorServer(ledger, ("127.0.0.1", 0))
+    if view is not None and view != "process":
+        server.views = InServer(ledger, view)
     server.start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     data = {who: session_lines(1000 + i, rows_each) for i, who in enumerate(tokens)}
@@ -151,8 +170,9 @@ def flood(ledger_cls, db: Path, participants: int, rows_each: int, batch: int, v
             latencies.extend(mine)
 
     def researcher():
+        c = Collector(url, res_token, timeout=60)
         while not done.is_set():
-            view(ledger)
+            c.study()
 
     viewer = threading.Thread(target=researcher, daemon=True) if view else None
     if viewer:
@@ -187,25 +207,35 @@ def cohort(runs: int, folder: Path) -> dict:
           f"(POST p95 {f['old']['p95_ms']:.0f} ms), now {f['new']['rows_per_s']:,.0f} rows/s (POST p95 "
           f"{f['new']['p95_ms']:.0f} ms)  (target >= 10,000 rows/s: {verdict(f['new']['rows_per_s'] >= 10_000)})",
           flush=True)
-
-    # writers' latency while a view of one long session runs over and over
-    lines = session_lines(99, 20_000)
-    res = {"old": [], "new": [], "quiet": []}
-    for which in ("old", "new", "quiet"):
-        cls = OldLedger if which == "old" else Ledger
-        db = folder / f"writers-{which}.db"
-        led = cls(db)
-        led.add("big")
-        fill(led, {"s-99": lines}, who="big", step=2000)
-        led.close()
-        view = None if which == "quiet" else (old_summarize if which == "old" else summarize)
-        res[which].append(flood(cls, db, 5, 400, 10, view=view))
-    w = {k: v[0] for k, v in res.items()}
-    out["writers_while_viewing"] = w
-    print(f"   writers' POST p95 while the view of a 20,000-row session runs: previous {w['old']['p95_ms']:.0f} ms "
-          f"(p50 {w['old']['p50_ms']:.0f}), now {w['new']['p95_ms']:.0f} ms (p50 {w['new']['p50_ms']:.0f}); "
-          f"no view: {w['quiet']['p95_ms']:.0f} ms  (target < 50 ms: {verdict(w['new']['p95_ms'] < 50)})", flush=True)
     return out
+
+
+def writers(runs: int, folder: Path) -> dict:
+    """Five writers' POST latency while a researcher asks for the view of one long session over
+    and over (GET /v1/study): the previous code (view on the server's thread), the current view
+    on the server's thread (as before the view process), the current collector (view process),
+    and no view at all. Runs alternate the order of the four."""
+    OldLedger, old_summarize = old_modules()
+    lines = session_lines(99, 20_000)
+    cases = {"old": (OldLedger, old_summarize), "in_server": (Ledger, summarize), "new": (Ledger, "process"),
+             "quiet": (Ledger, None)}
+    res = {k: [] for k in cases}
+    for r in range(runs):
+        for which in (list(cases) if r % 2 == 0 else list(cases)[::-1]):
+            cls, view = cases[which]
+            db = folder / f"writers-{which}-{r}.db"
+            led = cls(db)
+            led.add("big")
+            fill(led, {"s-99": lines}, who="big", step=2000)
+            led.close()
+            res[which].append(flood(cls, db, 5, 400, 10, view=view))
+    w = {k: {m: median([x[m] for x in v]) for m in v[0]} for k, v in res.items()}
+    print(f"   writers' POST p95 while the view of a 20,000-row session runs: previous {w['old']['p95_ms']:.0f} ms "
+          f"(p50 {w['old']['p50_ms']:.0f}); current view on the server's thread {w['in_server']['p95_ms']:.0f} ms "
+          f"(p50 {w['in_server']['p50_ms']:.0f}); now, in the view process, {w['new']['p95_ms']:.0f} ms "
+          f"(p50 {w['new']['p50_ms']:.0f}); no view: {w['quiet']['p95_ms']:.0f} ms  "
+          f"(target < 50 ms: {verdict(w['new']['p95_ms'] < 50)})  ({load()})", flush=True)
+    return w
 
 
 # -- kill -9 ----------------------------------------------------------------------------------
@@ -249,7 +279,9 @@ def kill_nine(runs: int, folder: Path) -> dict:
 
 def main() -> None:
     ap = parser(__doc__.splitlines()[0], runs=1)
-    ap.add_argument("--only", choices=("views", "cohort", "kill"), default=None)
+    ap.add_argument("--only", choices=("views", "cohort", "writers", "kill"), default=None,
+                    help="run one part: the views, the 20-participant flood, the writers' p95 while a view "
+                         "runs, or kill -9")
     ap.add_argument("--old-rows", type=int, default=10_000,
                     help="rows of the long session the previous view is measured on (default 10,000)")
     a = ap.parse_args()
@@ -262,6 +294,8 @@ def main() -> None:
             figures["views"] = views(a.runs, folder, a.old_rows)
         if a.only in (None, "cohort"):
             figures["cohort"] = cohort(a.runs, folder)
+        if a.only in (None, "writers"):
+            figures["writers_while_viewing"] = writers(a.runs, folder)
         if a.only in (None, "kill"):
             figures["kill"] = kill_nine(3, folder)
     finally:

@@ -1,6 +1,6 @@
 """The collector's database: participants and their tokens, and every witnessed audit row,
 append-only. One ``Ledger`` per database file; its methods are safe to call from the HTTP
-server's threads (one lock, one connection)."""
+server's threads (one lock, one connection for the writes; reads on a ``LedgerReader``)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from ..scoring import is_recount
 from ..trajectory.audit import genesis_hash, line_hash
 from ..trajectory.entries import FINISH_EVENT, TraceEntry, log_event
 from ..trajectory.rules import CHANGE_EVENT, START_EVENT, RulesError, check_rule_facts
+from .checkpoint import WAL_KEPT, Checkpointer
+from .reader import LedgerReader
 from .schema import ADDED, TABLES, triggers
 
 ROLES = ("participant", "researcher")
@@ -53,6 +55,8 @@ class Ledger:
         # each workstation's fsynced audit log is the queue, and its witness sends again whatever
         # the collector lacks. One fsync a request instead of two is what lets a cohort's flood in.
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run off the writers' path (checkpoint.py),
+        conn.execute(f"PRAGMA journal_size_limit={WAL_KEPT}")  # and a log started over is cut back to this
         conn.executescript(TABLES)
         for sql in triggers():
             conn.execute(sql)
@@ -62,23 +66,17 @@ class Ledger:
         conn.commit()
         self.db = sqlite_utils.Database(conn)
         self._lock = threading.Lock()
-        # The researcher's views read on a connection of their own: in WAL mode a reader never
-        # waits for the writers' lock, nor holds it (a long view does not slow the participants).
-        self._reader = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
-        self._reader.row_factory = sqlite3.Row
-        self._read_lock = threading.Lock()
+        # The researcher's reads go through a connection of their own (``LedgerReader``): in WAL
+        # mode a reader never waits for the writers' lock, nor holds it.
+        self.reader = LedgerReader(path)
+        self._checkpointer = Checkpointer(path)
         self._older: dict[str, int | None] = {}  # finish lines found among the rows of older databases
 
     def close(self) -> None:
+        self._checkpointer.close()
         with self._lock:
             self.db.conn.close()
-        with self._read_lock:
-            self._reader.close()
-
-    def _view(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        """A researcher's read, off the writers' lock."""
-        with self._read_lock:
-            return [dict(r) for r in self._reader.execute(sql, params)]
+        self.reader.close()
 
     def _ms(self) -> int:
         return int(self._now() * 1000)
@@ -138,14 +136,14 @@ class Ledger:
 
     def rows(self, session_id: str, start: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
         """Witnessed rows from ``start`` on (at most ``limit`` of them)."""
-        return self._view("SELECT n, called_at, written_at, working_ms, kind, event, hash, prev_hash, line, received_at "
-                          "FROM audit_rows WHERE session_id = ? AND n >= ? ORDER BY n LIMIT ?",
-                          [session_id, start, -1 if limit is None else limit])
+        return self.reader.rows(session_id, start, limit)
 
     def append(self, who: str, session_id: str, start: int, items: list[Any], info: dict[str, Any]) -> dict[str, Any]:
         """Witness rows ``start``, ``start+1``… of a session owned by ``who``. Rows already
         witnessed must be the same (same hash); new ones must chain onto the last witnessed row.
-        All or nothing: a refusal keeps none of the request's rows."""
+        All or nothing: a refusal keeps none of the request's rows. Each row is read and checked
+        before the lock (pure work; its refusal, if any, is raised in the same order as before)."""
+        parsed = [_parsed(item, start + i) for i, item in enumerate(items)]
         with self._lock:
             run_id, new = self._check_session(who, session_id, info)
             count, prev = self._head_locked(session_id, run_id)
@@ -154,9 +152,10 @@ class Ledger:
                                    f"send from line {count + 1}")
             fresh = []
             finished = None if new else self._finish_line(session_id)
-            for i, item in enumerate(items):
+            for i, row in enumerate(parsed):
                 n = start + i
-                row = parse_item(item, n)
+                if isinstance(row, Refused):
+                    raise row
                 if n < count:
                     self._same_as_witnessed(session_id, n, row)
                     continue
@@ -242,36 +241,18 @@ class Ledger:
                             "WHERE id = ?", [score.get("direction"), score.get("aggregation"), score.get("visibility"),
                                              started.get("time_limit_s"), session_id])
 
-    # -- the study ------------------------------------------------------------------------
+    # -- the study (reads off the writers' lock) ---------------------------------------------
     def sessions(self) -> list[dict[str, Any]]:
-        return self._view("SELECT * FROM sessions ORDER BY created_at", [])
+        return self.reader.sessions()
 
     def figures(self, gap_ms: int) -> dict[str, dict[str, Any]]:
-        """Each session's figures, computed by the database from the rows' stored numbers (no row
-        text; one pass over the rows, off the writers' lock): rows, finished, the last working
-        time and receive time, and the rows that arrived more than ``gap_ms`` later than the
-        session's quickest row (late: received_at - called_at, against its minimum)."""
-        rows = self._view(
-            "WITH q AS (SELECT session_id, min(received_at - called_at) AS quickest, count(*) AS rows, max(n) AS last_n, "
-            "  max(event = ?) AS finished FROM audit_rows GROUP BY session_id) "
-            "SELECT q.session_id, q.rows, q.finished, "
-            "  (SELECT received_at FROM audit_rows l WHERE l.session_id = q.session_id AND l.n = q.last_n) AS last_received, "
-            "  (SELECT working_ms FROM audit_rows w WHERE w.session_id = q.session_id AND w.working_ms IS NOT NULL "
-            "   ORDER BY w.n DESC LIMIT 1) AS working_ms, "
-            "  (SELECT count(*) FROM audit_rows g WHERE g.session_id = q.session_id "
-            "   AND g.received_at - g.called_at - q.quickest > ?) AS gaps, "
-            "  (SELECT max(g.received_at - g.called_at) - q.quickest FROM audit_rows g WHERE g.session_id = q.session_id) "
-            "   AS longest FROM q", [FINISH_EVENT, gap_ms])
-        return {r["session_id"]: r for r in rows}
+        return self.reader.figures(gap_ms)
 
     def start_line(self, session_id: str) -> str | None:
-        """The session's start row as witnessed (None: not witnessed whole, or not yet)."""
-        rows = self._view("SELECT line FROM audit_rows WHERE session_id = ? AND event = ? ORDER BY n LIMIT 1",
-                          [session_id, START_EVENT])
-        return rows[0]["line"] if rows else None
+        return self.reader.start_line(session_id)
 
     def scorings(self, session_id: str) -> list[dict[str, Any]]:
-        return self._view("SELECT * FROM scorings WHERE session_id = ? ORDER BY n", [session_id])
+        return self.reader.scorings(session_id)
 
 
 def _event_data(content: dict[str, Any], event: str) -> dict[str, Any] | None:
@@ -281,6 +262,13 @@ def _event_data(content: dict[str, Any], event: str) -> dict[str, Any] | None:
         if isinstance(part, dict) and part.get("event") == event:
             return part
     return None
+
+
+def _parsed(item: Any, n: int) -> dict[str, Any] | Refused:
+    try:
+        return parse_item(item, n)
+    except Refused as exc:
+        return exc
 
 
 def parse_item(item: Any, n: int) -> dict[str, Any]:

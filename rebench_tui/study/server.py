@@ -7,7 +7,8 @@ one bearer token per participant.
     GET  /v1/whoami               {"participant", "role"}                 (any token)
     GET  /v1/study                {"sessions": [...]}, with summaries    (a researcher)
 
-Every refusal is answered with a status and ``{"error": "..."}`` and kept in the ``refusals`` table.
+The study's view is computed in a process of its own (``views``), so the participants' writes
+never wait behind it for the interpreter. Every refusal is answered with a status and ``{"error": "..."}`` and kept in the ``refusals`` table.
 A request body must say its length and be at most ``max_body`` bytes; a larger one is refused
 before it is read.
 """
@@ -23,8 +24,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from ..errors import RebenchError
 from .ledger import Ledger, Refused
-from .summary import summarize
+from .views import ViewProcess
 
 MAX_BODY = 8 << 20
 ROWS_PER_ANSWER = 2000  # a long session's rows come in pages (the client asks on from the last one)
@@ -41,6 +43,7 @@ class CollectorServer(ThreadingHTTPServer):
         self.ledger = ledger
         self.max_body = max_body
         self.rows_per_answer = rows_per_answer
+        self.views = ViewProcess(ledger.path)  # the study's view runs there, off the writers' threads
         if tls is not None:  # the handshake happens on the request's own thread (finish_request)
             self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
 
@@ -69,6 +72,7 @@ class CollectorServer(ThreadingHTTPServer):
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
+        self.views.close()
 
 
 def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
@@ -121,7 +125,10 @@ class _Handler(BaseHTTPRequestHandler):
         if url.path == "/v1/study":
             if role != "researcher":
                 raise Refused(403, f"{who} is a participant: only a researcher's token lists the study")
-            return 200, {"sessions": summarize(ledger)}
+            try:
+                return 200, {"sessions": self.server.views.summary()}
+            except RebenchError as exc:
+                raise Refused(500, exc.what) from None
         if m is None:
             raise Refused(404, f"no such resource {url.path}")
         ledger.may_read(who, role, m.group(1))
