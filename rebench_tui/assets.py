@@ -102,6 +102,10 @@ class AssetStore:
                 return AssetStatus(env.id, profile, folder, False, f"{rel} is missing", manifest)
             if p.stat().st_size != info["size"]:
                 return AssetStatus(env.id, profile, folder, False, f"{rel} has {p.stat().st_size} bytes, the manifest says {info['size']}", manifest)
+        for name, held_out in env.manifest.score.room_assets.items():  # what each scoring room puts in ~/assets
+            if not (folder / "protected" / held_out).is_file():
+                return AssetStatus(env.id, profile, folder, False, f"protected/{held_out} is missing (the scoring room's "
+                                   f"~/assets/{name}): these assets were prepared before it was part of them", manifest)
         return AssetStatus(env.id, profile, folder, True, "", manifest)
 
     def verify(self, env: Environment, profile: str, progress: AssetProgress | None = None) -> list[str]:

@@ -4,22 +4,30 @@ workspace/ (the participant's, read-only at /home/agent/assets):
     base_model/          the model finetune.sh starts from (config.json, weights, tokenizer files)
     train_data.jsonl     the finetuning rows, {"prompt": ..., "response": ...} per line
 protected/ (held out, /protected/assets):
-    reference_model/     what the UNMODIFIED solution/finetune.sh produced from these assets here:
-                         the weights every scoring is compared with
+    scoring_rows.jsonl   rows of the same kind and number as train_data.jsonl, never shown to the
+                         participant: each scoring room's ~/assets/train_data.jsonl (environment.toml,
+                         score.room_assets), so weights kept from an earlier run cannot match
+    reference_scoring/   what the UNMODIFIED solution/finetune.sh produced from the base model and
+                         scoring_rows.jsonl here: the weights every scoring in a room is compared with
+    reference_model/     the same run on train_data.jsonl: what a scoring without a room (the local
+                         runtime, which is no boundary) is compared with
     facts.json           how the assets were made (sources, seeds, the reference run's time)
 
 Modes
   smoke synthetic   a tiny LLaMA-shaped model (random, seeded init), a byte-level BPE tokenizer
-                    learnt here, 400 synthetic code-instruction rows; then the reference run of
-                    the unmodified smoke finetune (plain PyTorch, one thread, 25-40 s).
-  gpu fetch         deepseek-ai/deepseek-coder-1.3b-base from the Hugging Face hub and the first
-                    1000 rows of sahil2801/CodeAlpaca-20k (instruction [+ input] -> prompt, output
-                    -> response); then the reference run of the unmodified LLM Foundry finetune,
-                    which needs LLM Foundry and the GPUs (4 in the published setup; a few minutes).
+                    learnt here, 400 synthetic code-instruction rows and 400 more from another
+                    seed (the scoring rows); then the two reference runs of the unmodified smoke
+                    finetune (plain PyTorch, one thread, 25-40 s each).
+  gpu fetch         deepseek-ai/deepseek-coder-1.3b-base from the Hugging Face hub, rows 1-1000 of
+                    sahil2801/CodeAlpaca-20k (instruction [+ input] -> prompt, output -> response)
+                    and rows 1001-2000 as the scoring rows; then the two reference runs of the
+                    unmodified LLM Foundry finetune, which need LLM Foundry and the GPUs (4 in the
+                    published setup; a few minutes each).
   gpu from          the same from SOURCE/base_model/ (a Hugging Face model folder) and
-                    SOURCE/train_data.jsonl (prompt/response rows) or SOURCE/code_alpaca*.json[l]
-                    (instruction/input/output rows); SOURCE/reference_model/, when present, is
-                    taken as the reference run (made with the same finetune.sh elsewhere).
+                    SOURCE/train_data.jsonl + SOURCE/scoring_rows.jsonl (prompt/response rows) or
+                    SOURCE/code_alpaca*.json[l] (instruction/input/output rows: the first 1000 and
+                    the next 1000; half and half where there are fewer); SOURCE/reference_model/ and SOURCE/reference_scoring/, when
+                    present, are taken as the reference runs (made with the same finetune.sh elsewhere).
   gpu synthetic     full-size shapes with random weights (1.3B LLaMA layout, bf16 safetensors)
                     and synthetic rows, for timing the scorer where the hub cannot be reached.
                     Without LLM Foundry on the machine the "reference" is the base model plus
@@ -52,6 +60,7 @@ sys.path.insert(0, str(SOLUTION))
 SMOKE_ROWS = 400
 SMOKE_MERGES = 510  # vocabulary 2 specials + 256 bytes + 510 merges = 768
 ROWS_SEED = 20_241_101
+SCORING_ROWS_SEED = 20_241_102  # the held-out scoring rows (synthetic modes)
 MODEL_SEED = 1234
 GPU_MODEL = "deepseek-ai/deepseek-coder-1.3b-base"
 GPU_DATASET = "sahil2801/CodeAlpaca-20k"
@@ -121,6 +130,13 @@ def synthetic_rows(n: int, seed: int) -> list[dict]:
     return [{"prompt": p, "response": r} for p, r in rows]
 
 
+def scoring_rows(n: int, visible: list[dict]) -> list[dict]:
+    """``n`` synthetic rows from another seed, none of them also a visible row."""
+    seen = {json.dumps(r, sort_keys=True) for r in visible}
+    rows = [r for r in synthetic_rows(2 * n, SCORING_ROWS_SEED) if json.dumps(r, sort_keys=True) not in seen]
+    return rows[:n]
+
+
 def write_rows(rows: list[dict], path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
@@ -176,6 +192,7 @@ def build_smoke(out: Path, work: Path) -> dict:
     progress(0, 4, "synthetic finetuning rows")
     rows = synthetic_rows(SMOKE_ROWS, ROWS_SEED)
     write_rows(rows, ws / "train_data.jsonl")
+    write_rows(scoring_rows(SMOKE_ROWS, rows), out / "protected" / "scoring_rows.jsonl")
     merges = train_bpe([t for r in rows for t in (r["prompt"], r["response"])], SMOKE_MERGES)
     base = ws / "base_model"
     base.mkdir(parents=True, exist_ok=True)
@@ -189,20 +206,38 @@ def build_smoke(out: Path, work: Path) -> dict:
     cfg.to_json(base / "config.json")
     save_file(model.state_dict(), base / "model.safetensors")
     n_params = sum(p.numel() for p in model.parameters())
-    progress(3, 4, "reference run of the unmodified finetune.sh (about a minute)")
-    run = reference_run("smoke", out, work, python=sys.executable)
-    return {"profile": "smoke", "mode": "synthetic", "rows": len(rows), "rows_seed": ROWS_SEED, "model_seed": MODEL_SEED,
+    progress(3, 4, "reference runs of the unmodified finetune.sh, on the visible and the scoring rows (about a minute each)")
+    run = reference_runs("smoke", out, work, python=sys.executable)
+    return {"profile": "smoke", "mode": "synthetic", "rows": len(rows), "rows_seed": ROWS_SEED,
+            "scoring_rows_seed": SCORING_ROWS_SEED, "model_seed": MODEL_SEED,
             "bpe_merges": len(merges), "model_config": cfg.__dict__, "parameters": n_params, "reference_run": run}
 
 
 # -- the reference run -----------------------------------------------------------------------
-def reference_run(profile: str, out: Path, work: Path, python: str | None) -> dict:
-    """Runs the unmodified finetune.sh on these assets; its trained_model/ becomes protected/reference_model/."""
+def reference_runs(profile: str, out: Path, work: Path, python: str | None) -> dict:
+    """Both reference runs: on the scoring rows (protected/reference_scoring/, what a scoring room
+    compares with) and on the visible rows (protected/reference_model/, for scorings without one)."""
+    scoring = reference_run(profile, out, work, python, rows=out / "protected" / "scoring_rows.jsonl", dest="reference_scoring")
+    visible = reference_run(profile, out, work, python)
+    return {**visible, "scoring_rows": scoring}
+
+
+def reference_run(profile: str, out: Path, work: Path, python: str | None, rows: Path | None = None,
+                  dest: str = "reference_model") -> dict:
+    """Runs the unmodified finetune.sh on these assets (``rows`` in place of train_data.jsonl); its
+    trained_model/ becomes protected/<dest>/."""
     run = work / "reference_run"
     shutil.rmtree(run, ignore_errors=True)
     run.mkdir(parents=True)
     shutil.copytree(SOLUTION, run / "solution", ignore=shutil.ignore_patterns("__pycache__", *OUTPUTS))
-    (run / "assets").symlink_to((out / "workspace").resolve(), target_is_directory=True)
+    if rows is None:
+        (run / "assets").symlink_to((out / "workspace").resolve(), target_is_directory=True)
+    else:  # as a scoring room lays it out: the shared assets linked in, the rows a file of their own
+        (run / "assets").mkdir()
+        for entry in (out / "workspace").iterdir():
+            if entry.name != "train_data.jsonl":
+                (run / "assets" / entry.name).symlink_to(entry.resolve())
+        shutil.copy(rows, run / "assets" / "train_data.jsonl")
     env = {**os.environ, "REBENCH_PROFILE": profile, "PYTHONDONTWRITEBYTECODE": "1"}
     if python:  # `python3` in finetune.sh is this interpreter
         bindir = run / "bin"
@@ -227,12 +262,12 @@ def reference_run(profile: str, out: Path, work: Path, python: str | None) -> di
     produced = run / "solution" / "trained_model"
     if code != 0 or not produced.is_dir():
         fail(f"the reference run of finetune.sh ({profile}) failed with exit status {code} after {seconds} s:\n" + "\n".join(tail))
-    dest = out / "protected" / "reference_model"
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(produced, dest)
+    dest_dir = out / "protected" / dest
+    shutil.rmtree(dest_dir, ignore_errors=True)
+    shutil.copytree(produced, dest_dir)
     shutil.rmtree(run, ignore_errors=True)
     return {"seconds": seconds, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": python or "python3 on PATH",
-            "files": sorted(p.name for p in dest.iterdir())}
+            "files": sorted(p.name for p in dest_dir.iterdir())}
 
 
 def gpu_reference_check() -> tuple[str, int]:
@@ -253,8 +288,8 @@ def gpu_reference_check() -> tuple[str, int]:
 
 def gpu_reference_run(out: Path, work: Path) -> dict:
     version, gpus = gpu_reference_check()
-    progress(0, 1, f"reference run of the unmodified finetune.sh (LLM Foundry {version}, {gpus} GPU(s); minutes)")
-    facts = reference_run("gpu", out, work, python=os.environ.get("OLF_PYTHON"))
+    progress(0, 1, f"reference runs of the unmodified finetune.sh (LLM Foundry {version}, {gpus} GPU(s); minutes each)")
+    facts = reference_runs("gpu", out, work, python=os.environ.get("OLF_PYTHON"))
     return {**facts, "llm_foundry": version, "gpus": gpus}
 
 
@@ -268,24 +303,35 @@ def fetch_gpu(work: Path) -> tuple[Path, Path]:
     progress(0, 2, f"downloading {GPU_MODEL} from the Hugging Face hub (resumes if interrupted)")
     base = Path(snapshot_download(repo_id=GPU_MODEL, local_dir=str(work / "base_model"),
                                   allow_patterns=["*.json", "*.safetensors", "*.model", "tokenizer*"]))
-    progress(1, 2, f"the first {GPU_ROWS} rows of {GPU_DATASET}")
-    ds = load_dataset(GPU_DATASET, split=f"train[:{GPU_ROWS}]")
+    progress(1, 2, f"the first {2 * GPU_ROWS} rows of {GPU_DATASET} (the first {GPU_ROWS} to train on, the next {GPU_ROWS} to score)")
+    ds = load_dataset(GPU_DATASET, split=f"train[:{2 * GPU_ROWS}]")
     rows = alpaca_to_rows([dict(r) for r in ds])
-    write_rows(rows, work / "train_data.jsonl")
+    write_rows(rows[:GPU_ROWS], work / "train_data.jsonl")
+    write_rows(rows[GPU_ROWS:], work / "scoring_rows.jsonl")
     return base, work / "train_data.jsonl"
 
 
 def rows_from(source: Path, work: Path) -> Path:
+    """The training rows (work/scoring_rows.jsonl beside them: the held-out ones)."""
     if (source / "train_data.jsonl").is_file():
+        if not (source / "scoring_rows.jsonl").is_file():
+            fail(f"{source}: train_data.jsonl needs scoring_rows.jsonl beside it (rows of the same kind and number, "
+                 "never shown to the participant: what each scoring trains on)")
+        shutil.copy(source / "scoring_rows.jsonl", work / "scoring_rows.jsonl")
         return source / "train_data.jsonl"
     for name in ("code_alpaca_20k.json", "code_alpaca.json", "code_alpaca.jsonl"):
         f = source / name
         if f.is_file():
             text = f.read_text()
             records = json.loads(text) if name.endswith(".json") else [json.loads(x) for x in text.splitlines() if x.strip()]
-            write_rows(alpaca_to_rows(records[:GPU_ROWS]), work / "train_data.jsonl")
+            n = min(GPU_ROWS, len(records) // 2)  # as many held out to score as there are to train on
+            if n == 0:
+                fail(f"{f}: {len(records)} row(s); at least 2 are needed (half to train on, half held out to score)")
+            write_rows(alpaca_to_rows(records[:n]), work / "train_data.jsonl")
+            write_rows(alpaca_to_rows(records[n:2 * n]), work / "scoring_rows.jsonl")
             return work / "train_data.jsonl"
-    fail(f"{source}: expected train_data.jsonl (prompt/response rows) or code_alpaca_20k.json (instruction/input/output)")
+    fail(f"{source}: expected train_data.jsonl and scoring_rows.jsonl (prompt/response rows) or code_alpaca_20k.json "
+         "(instruction/input/output)")
     raise AssertionError
 
 
@@ -310,10 +356,14 @@ def build_gpu_real(mode: str, out: Path, work: Path, source: Path | None) -> dic
     progress(0, 2, "copying the base model and the rows into the workspace")
     copy_tree(base, ws / "base_model")
     shutil.copy(rows, ws / "train_data.jsonl")
+    shutil.copy(work / "scoring_rows.jsonl", out / "protected" / "scoring_rows.jsonl")
     n_rows = sum(1 for line in (ws / "train_data.jsonl").read_text().splitlines() if line.strip())
     if mode == "from" and source is not None and (source / "reference_model").is_dir():
+        if not (source / "reference_scoring").is_dir():
+            fail(f"{source}: reference_model/ needs reference_scoring/ beside it (the same finetune.sh run on scoring_rows.jsonl)")
         copy_tree(source / "reference_model", out / "protected" / "reference_model")
-        run = {"imported_from": str(source / "reference_model")}
+        copy_tree(source / "reference_scoring", out / "protected" / "reference_scoring")
+        run = {"imported_from": str(source / "reference_model"), "scoring_rows": {"imported_from": str(source / "reference_scoring")}}
     else:
         run = gpu_reference_run(out, work)
     return {"profile": "gpu", "mode": mode, "sources": sources, "rows": n_rows, "reference_run": run}
@@ -328,7 +378,9 @@ def build_gpu_synthetic(out: Path, work: Path) -> dict:
     ws, cfg = out / "workspace", DEEPSEEK_1P3B
     base = ws / "base_model"
     base.mkdir(parents=True, exist_ok=True)
-    write_rows(synthetic_rows(GPU_ROWS, ROWS_SEED), ws / "train_data.jsonl")
+    visible = synthetic_rows(GPU_ROWS, ROWS_SEED)
+    write_rows(visible, ws / "train_data.jsonl")
+    write_rows(scoring_rows(GPU_ROWS, visible), out / "protected" / "scoring_rows.jsonl")
     (base / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     gen = torch.Generator(device=device).manual_seed(MODEL_SEED)
@@ -358,6 +410,7 @@ def build_gpu_synthetic(out: Path, work: Path) -> dict:
     save_file({k: (t.float() + torch.randn(t.shape, generator=noise) * 1e-4).to(torch.bfloat16) for k, t in state.items()},
               ref / "model.safetensors")
     shutil.copy(base / "config.json", ref / "config.json")
+    copy_tree(ref, out / "protected" / "reference_scoring")  # timing only, like the one it copies
     facts["reference_run"] = {"timing_only": True, "why": "LLM Foundry, a trained tokenizer or a GPU is missing on this machine"}
     return facts
 

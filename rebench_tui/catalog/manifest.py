@@ -47,6 +47,9 @@ Duration = Annotated[float, BeforeValidator(_duration)]
 Size = Annotated[int, BeforeValidator(parse_size)]
 
 
+_PLAIN_NAME = re.compile(r"(?!\.\.?$)[^/\x00]+")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -87,6 +90,21 @@ class ScoreSpec(_Strict):
     # Fresh scorings of the leading attempt the finish takes, from the snapshot kept when it was
     # scored; their median is the score that counts (0: none, the in-session rule counts).
     recount: int = Field(0, ge=0, le=25)
+    # Files the scoring room's ~/assets holds in place of the participant's: a file name directly
+    # under ~/assets -> a held-out file under the protected assets (same kind, never shown). The
+    # participant's work then runs, when scored, on inputs it never saw: weights or answers kept
+    # from an earlier run cannot match what the scorer compares them with.
+    room_assets: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _plain_room_assets(self) -> "ScoreSpec":
+        for name, held_out in self.room_assets.items():
+            if not _PLAIN_NAME.fullmatch(name):
+                raise ValueError(f"room_assets: {name!r} must be a file name directly under ~/assets (no '/', not '.' or '..')")
+            parts = PurePosixPath(held_out).parts
+            if not parts or held_out.startswith("/") or any(p in ("..", ".") for p in parts):
+                raise ValueError(f"room_assets: {held_out!r} must be a relative path inside the protected assets")
+        return self
 
 
 class AssetsSpec(_Strict):

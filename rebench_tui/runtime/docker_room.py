@@ -8,7 +8,10 @@ says its scorer needs one (``scoring_network``); and, being a new container, its
 namespaces and a fresh ``/tmp`` and ``/dev/shm``. The participant's home is NOT mounted: the room
 gets a copy of the attempt's snapshot, the scorer's tools and the protected data (the starting
 solution, the held-out assets, the secrets) in one archive, and the profile's services are
-started in it (a stand-in model on the room's own loopback). No process of the participant's can
+started in it (a stand-in model on the room's own loopback). Where the environment names
+``room_assets``, the room's ``~/assets`` holds those held-out files in place of the participant's
+(the shared assets are mounted beside it and linked in), so what is scored ran on inputs the
+participant never saw. No process of the participant's can
 see, signal, trace or feed anything in it. It is removed when the scoring ends; its id and image
 go into the record.
 
@@ -18,21 +21,25 @@ session), never ``rebench.session``: a room is never taken for a session's conta
 
 from __future__ import annotations
 
+import shlex
 import tarfile
 import tempfile
 from typing import Any, Callable
 
-from .base import SandboxSpec
-from .docker_setup import HOME, STATE_DIR, add_protected, add_tools, nvidia_linker_step, ownership_steps
+from .base import ASSETS_DIR, SandboxSpec
+from .docker_setup import HOME, PROTECTED, STATE_DIR, add_protected, add_tools, nvidia_linker_step, ownership_steps
 from .gpus import NVIDIA_ROOT
 
 LABEL_ROOM = "rebench.room"
 LABEL_ROOM_OF = "rebench.room-of"
 HOME_ARCNAME = "home/agent"
+# Where a room whose ~/assets holds held-out files mounts the session's shared assets instead
+ROOM_SHARED_ASSETS = "/opt/rebench/assets"
 
 
-def _mounts(session: Any, home: str) -> list[Any]:
-    """The session container's mounts but its home: the assets (read-only) and GPU driver files."""
+def _mounts(session: Any, home: str, moved: dict[str, str] | None = None) -> list[Any]:
+    """The session container's mounts but its home: the assets (read-only) and GPU driver files;
+    ``moved`` maps a destination to the one it gets in the room."""
     from docker.types import Mount
 
     out = []
@@ -40,12 +47,28 @@ def _mounts(session: Any, home: str) -> list[Any]:
         dest = str(m.get("Destination") or "")
         if dest == home:
             continue
+        dest = (moved or {}).get(dest, dest)
         kind = m.get("Type") or "bind"
         source = m.get("Name") if kind == "volume" else m.get("Source")
         if not source:
             continue
         out.append(Mount(target=dest, source=source, type=kind, read_only=not m.get("RW", False)))
     return out
+
+
+def held_out_assets_step(room_assets: dict[str, str], env_id: str, home: str = HOME) -> str:
+    """The room's setup step that builds ``~/assets`` (root's, read-only to everyone else) from
+    links into the shared assets, with each name of ``room_assets`` a copy of its held-out file."""
+    q = shlex.quote
+    dest, shared, held = f"{home}/{ASSETS_DIR}", ROOM_SHARED_ASSETS, f"{PROTECTED}/{ASSETS_DIR}"
+    steps = [f"mkdir -m 0755 {q(dest)}",
+             f"for f in {q(shared)}/* {q(shared)}/.[!.]* {q(shared)}/..?*; do "
+             f"{{ [ -e \"$f\" ] || [ -L \"$f\" ]; }} || continue; ln -s \"$f\" {q(dest)}/; done"]
+    for name, source in sorted(room_assets.items()):
+        src, to = f"{held}/{source}", f"{dest}/{name}"
+        steps.append(f"{{ [ -f {q(src)} ] || {{ echo {q(f'the held-out file {source} is not in the protected assets: prepare the environment again (rebench-tui prepare {env_id})')} >&2; exit 1; }}; }}")
+        steps.append(f"rm -f {q(to)} && cp {q(src)} {q(to)} && chown root:root {q(to)} && chmod 0444 {q(to)}")
+    return " && ".join(steps)
 
 
 def room_kwargs(session: Any, spec: SandboxSpec, token: str, home: str, network: bool) -> dict[str, Any]:
@@ -66,7 +89,7 @@ def room_kwargs(session: Any, spec: SandboxSpec, token: str, home: str, network:
         user="root",
         working_dir=home,
         environment=list(config.get("Env") or []),
-        mounts=_mounts(session, home),
+        mounts=_mounts(session, home, {f"{home}/{ASSETS_DIR}": ROOM_SHARED_ASSETS} if _room_assets(spec) else None),
         network_mode=(host.get("NetworkMode") or "bridge") if network else "none",
         shm_size=host.get("ShmSize") or None,
     )
@@ -85,6 +108,10 @@ def room_kwargs(session: Any, spec: SandboxSpec, token: str, home: str, network:
         kwargs["devices"] = [f"{d['PathOnHost']}:{d['PathInContainer']}:{d.get('CgroupPermissions') or 'rwm'}"
                              for d in host["Devices"]]
     return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def _room_assets(spec: SandboxSpec) -> dict[str, str]:
+    return dict(spec.env.manifest.score.room_assets)
 
 
 def open_room(client: Any, session: Any, spec: SandboxSpec, token: str, home: str, network: bool,
@@ -150,6 +177,8 @@ class RoomsOfSandbox:
 
         steps = ["[ -d /tmp ] || { mkdir -p /tmp && chmod 1777 /tmp; }", f"mkdir -p {STATE_DIR} && chmod 700 {STATE_DIR}",
                  *ownership_steps(spec, home=False)]
+        if _room_assets(spec):
+            steps.append(held_out_assets_step(_room_assets(spec), spec.env.id))
         if any(str(m.get("Destination", "")).startswith(NVIDIA_ROOT) for m in (self.container.attrs or {}).get("Mounts") or []):
             steps.append(nvidia_linker_step())
         room = open_room(self.runtime.client, self.container, spec, token, HOME, network, fill, steps)
@@ -164,8 +193,11 @@ class RoomsOfSandbox:
 
     def describe_room(self) -> dict[str, Any]:
         attrs = self._container.attrs or {}
-        return {"kind": "docker", "isolated": True, "container": self._container.id[:12], "image": attrs.get("Image"),
-                "network": ((attrs.get("HostConfig") or {}).get("NetworkMode") or "default")}
+        out = {"kind": "docker", "isolated": True, "container": self._container.id[:12], "image": attrs.get("Image"),
+               "network": ((attrs.get("HostConfig") or {}).get("NetworkMode") or "default")}
+        if _room_assets(self.spec):  # which of ~/assets the scorer's run saw in place of the participant's
+            out["held_out_assets"] = sorted(_room_assets(self.spec))
+        return out
 
     def close_room(self) -> None:
         """Remove this scoring room (its container, with every process in it)."""

@@ -126,6 +126,37 @@ def test_prepare_writes_the_assets(prepared):
     assert not list(out.rglob("__pycache__"))
 
 
+def test_prepare_holds_out_scoring_rows_whose_weights_differ(prepared):
+    """The scoring rows: as many, of the same kind, none of them visible, only under protected/;
+    the unmodified script's weights on them are far from its weights on the visible rows, so a
+    copy of the visible run (all a cache can hold) fails the weight check of a scoring room."""
+    out, _ = prepared
+    visible = (out / "workspace" / "train_data.jsonl").read_text().splitlines()
+    held = (out / "protected" / "scoring_rows.jsonl").read_text().splitlines()
+    assert len(held) == len(visible) == 400 and not set(held) & set(visible)
+    assert all(set(json.loads(line)) == {"prompt", "response"} for line in held)
+    assert not (out / "workspace" / "scoring_rows.jsonl").exists()
+    on_visible, _ = scorer.load_weights(out / "protected" / "reference_model")
+    on_held, _ = scorer.load_weights(out / "protected" / "reference_scoring")
+    assert sorted(on_visible) == sorted(on_held)
+    assert scorer.compare(on_visible, on_held)["norm_diff"] > 10 * MAX_NORM
+
+
+def test_an_isolated_scoring_needs_the_held_out_rows_in_place(prepared, tmp_path):
+    """In a container (REBENCH_ISOLATED=1) the scorer compares with the held-out rows' reference,
+    so it first checks that ~/assets/train_data.jsonl is those rows: with the visible rows there
+    (a room not set up as the environment asks) it runs nothing and says why."""
+    out, _ = prepared
+    home, protected = _layout(tmp_path, out, files={"finetune.sh": "touch ../ran\n"})
+    env = {**_python_path_env(), "REBENCH_HOME": str(home), "REBENCH_PROTECTED": str(protected), "REBENCH_PROFILE": "smoke",
+           "REBENCH_SCORER_LIB": str(SCORER_LIB), "REBENCH_ISOLATED": "1"}
+    proc = subprocess.run([sys.executable, str(protected / "score.py")], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=home)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert _is_nan(result["score"]) and "not the held-out scoring rows" in result["message"]["error"], result
+    assert not (home / "ran").exists()
+
+
 def test_prepare_smoke_refuses_other_modes(tmp_path):
     proc = subprocess.run([sys.executable, str(ENV / "prepare.py"), "--profile", "smoke", "--mode", "fetch",
                            "--out", str(tmp_path / "o"), "--work", str(tmp_path / "w")],
@@ -140,8 +171,11 @@ def test_prepare_gpu_from_imports_a_reference_run(prepared, tmp_path):
     source = tmp_path / "source"
     shutil.copytree(out / "workspace" / "base_model", source / "base_model")
     shutil.copytree(out / "protected" / "reference_model", source / "reference_model")
+    shutil.copytree(out / "protected" / "reference_scoring", source / "reference_scoring")
     records = [{"instruction": "Add two numbers.", "input": "1 and 2", "output": "1 + 2"},
-               {"instruction": "Say hi.", "input": "", "output": "print('hi')"}]
+               {"instruction": "Say hi.", "input": "", "output": "print('hi')"},
+               {"instruction": "Multiply.", "input": "3 and 4", "output": "3 * 4"},
+               {"instruction": "Say bye.", "input": "", "output": "print('bye')"}]
     (source / "code_alpaca_20k.json").write_text(json.dumps(records))
     dest = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(ENV / "prepare.py"), "--profile", "gpu", "--mode", "from", "--source",
@@ -153,8 +187,13 @@ def test_prepare_gpu_from_imports_a_reference_run(prepared, tmp_path):
                     {"prompt": "Say hi.\n", "response": "print('hi')"}]
     assert (dest / "protected" / "reference_model" / "model.safetensors").read_bytes() == \
         (source / "reference_model" / "model.safetensors").read_bytes()
+    held = [json.loads(line) for line in (dest / "protected" / "scoring_rows.jsonl").read_text().splitlines()]
+    assert held == [{"prompt": "Multiply.\n\n3 and 4\n", "response": "3 * 4"}, {"prompt": "Say bye.\n", "response": "print('bye')"}]
+    assert not (dest / "workspace" / "scoring_rows.jsonl").exists()  # held out: never in the participant's assets
+    assert (dest / "protected" / "reference_scoring" / "model.safetensors").read_bytes() == \
+        (source / "reference_scoring" / "model.safetensors").read_bytes()
     facts = json.loads((dest / "protected" / "facts.json").read_text())
-    assert facts["rows"] == 2 and "imported_from" in facts["reference_run"]
+    assert facts["rows"] == 2 and "imported_from" in facts["reference_run"] and "imported_from" in facts["reference_run"]["scoring_rows"]
 
 
 def test_prepare_gpu_from_without_source_fails_clearly(tmp_path):
