@@ -59,7 +59,9 @@ def test_smoke_in_a_container(catalog, docker_runtime, settings):
         (sol / "finetune.sh").write_text("#!/bin/bash\necho 'no GPU today' >&2\nexit 1\n")
         broken = s.score()
         assert math.isnan(broken.score) and "exited with status 1" in broken.message["error"], broken
-        assert "no GPU today" in broken.message["output_tail"]
+        # it ran on the held-out rows: its output stays in the room, its size is said
+        assert broken.message["output_tail"]["withheld"] and broken.message["output_tail"]["chars"] == len("no GPU today\n")
+        assert "no GPU today" not in str(broken.details) and broken.details["rows"].startswith("held out"), broken
 
         # the reference weights and the scorer are out of the participant's reach
         for path in ("/protected/assets/reference_model/model.safetensors", "/protected/score.py"):

@@ -25,6 +25,7 @@ seconds (fifo_daemon starts the full finetune in its daemon, which the scorer ki
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -108,27 +109,40 @@ def test_hostile_script_ends_as_nan_with_a_reason(arena, request, name, reason):
     assert record.message["execution_time"] < 60, record.message  # none of these trained in the clock
 
 
+def _withheld(record) -> dict:
+    """The run's output tail, withheld from a held-out scoring's result (its size kept): the
+    script's own report of what it tried does not come back, and nothing else of it either."""
+    out = record.details["output_tail"]
+    assert isinstance(out, dict) and out["withheld"] and out["chars"] > 0, record.details
+    return out
+
+
 def test_fake_lines_stay_the_participants_output(arena):
+    """Printed result lines and forged status lines are output: not taken as a score, and, the run
+    having trained on the held-out rows, not even in the record."""
     record = run_hostile(arena, "fake_result")
-    out = record.details.get("output_tail", "")
-    assert '"score": -9.0' in out and "rebench-exec" in out, record.details
+    _withheld(record)
+    said = json.dumps([record.message, record.details])
+    assert '"score": -9.0' not in said and "rebench-exec" not in said, said
     assert record.details["participant_uid"] == 1000
 
 
 def test_the_script_cannot_reach_the_scorer(arena):
+    """Its tries on the scorer's descriptors, memory, clock and process leave the scorer whole: it
+    finishes, times the run by its own clock and names the fault (its report stays in the room)."""
     record = run_hostile(arena, "scorer_reach")
-    out = record.details.get("output_tail", "")
-    assert "parent " in out, out
-    for bad in ("wrote into", "read the scorer's", "set the clock", "stopped the scorer", "killed the scorer"):
-        assert bad not in out, out
+    _withheld(record)
+    assert "wrote no solution/trained_model" in record.message["error"], record.message
+    assert 0 < record.message["execution_time"] < 60 and record.details["stragglers_killed"] >= 0, record
 
 
 def test_the_reference_weights_are_out_of_reach(arena):
+    """It runs without the protected group, so neither reference (the visible rows' or the scoring
+    rows') can be copied: no weights at all, and /protected as it was (run_hostile checks)."""
     record = run_hostile(arena, "steal_reference")
-    out = record.details.get("output_tail", "")
-    assert "groups=1000(agent)\n" in out, out  # `id`: no supplementary group, so not protected
-    for bad in ("copied the reference", "wrote into /protected", "copied as group", "found /"):
-        assert bad not in out, out
+    _withheld(record)
+    assert "wrote no solution/trained_model" in record.message["error"], record.message
+    assert record.details["participant_uid"] == 1000
 
 
 def test_a_late_daemon_in_a_pipe_is_killed_before_the_weights_are_read(arena):

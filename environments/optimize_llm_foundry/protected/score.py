@@ -95,6 +95,29 @@ TAIL_CHARS = 1_500
 PR_SET_CHILD_SUBREAPER = 36
 
 
+# In a held-out scoring (see reference_for) the names the run chose (its files, its tensors) are not
+# repeated in the result: they could spell out the scoring rows.
+WITHHOLD_NAMES = False
+
+
+def shown(name: object, quoted: bool = False) -> str:
+    """A name from the participant's files as an error message may repeat it."""
+    if WITHHOLD_NAMES:
+        return "(a name, withheld)"
+    return repr(name) if quoted else str(name)
+
+
+def own_fault(exc: BaseException) -> bool:
+    """Whether this scorer raised ``exc`` itself (its text is then the scorer's own words; an
+    operating system error naming a file is not: the file's name is the participant's)."""
+    if isinstance(exc, OSError) and (exc.filename is not None or exc.filename2 is not None):
+        return False
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and last.tb_frame.f_code.co_filename == __file__
+
+
 class Invalid(Exception):
     """The attempt is invalid: NaN with this message."""
 
@@ -134,25 +157,25 @@ class ModelFolder:
 
     def read(self, name: str, limit: int | None = None) -> bytearray:
         if not name or "/" in name or name in (".", ".."):
-            raise ValueError(f"{name!r} is not a file name inside the model folder")
+            raise ValueError(f"{shown(name, True)} is not a file name inside the model folder")
         try:
             fd = os.open(name, FILE_FLAGS, dir_fd=self.fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symbolic link
-                raise PermissionError(f"{name} is a symbolic link; trained_model/ must hold the files themselves") from None
+                raise PermissionError(f"{shown(name)} is a symbolic link; trained_model/ must hold the files themselves") from None
             raise
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise PermissionError(f"{name} is not a regular file")
+                raise PermissionError(f"{shown(name)} is not a regular file")
             if self.dev is not None and st.st_dev != self.dev:
-                raise PermissionError(f"{name} is not a file of the home folder's filesystem")
+                raise PermissionError(f"{shown(name)} is not a file of the home folder's filesystem")
             size = st.st_size
             if limit is not None and size > limit:
-                raise ValueError(f"{name} is {size} bytes, more than the {limit} allowed for it")
+                raise ValueError(f"{shown(name)} is {size} bytes, more than the {limit} allowed for it")
             if self.budget is not None:
                 if size > self.budget:
-                    raise ValueError(f"{name} is {size} bytes: the trained weights would exceed the size allowed "
+                    raise ValueError(f"{shown(name)} is {size} bytes: the trained weights would exceed the size allowed "
                                      f"(4x the reference model's files)")
                 self.budget -= size
             buf = bytearray(size)
@@ -160,7 +183,7 @@ class ModelFolder:
             while got < size:
                 n = os.readv(fd, [view[got:]])
                 if n == 0:
-                    raise ValueError(f"{name} shrank while it was read")
+                    raise ValueError(f"{shown(name)} shrank while it was read")
                 got += n
             return buf
         finally:
@@ -172,29 +195,29 @@ def read_safetensors(buf: bytearray, name: str) -> dict:
     import torch
 
     if len(buf) < 8:
-        raise ValueError(f"{name} is not a safetensors file (too short)")
+        raise ValueError(f"{shown(name)} is not a safetensors file (too short)")
     (n,) = struct.unpack("<Q", bytes(buf[:8]))
     if n > len(buf) - 8 or n > HEADER_LIMIT:
-        raise ValueError(f"{name} is not a safetensors file (bad header length)")
+        raise ValueError(f"{shown(name)} is not a safetensors file (bad header length)")
     header = json.loads(bytes(buf[8:8 + n]))
     if not isinstance(header, dict):
-        raise ValueError(f"{name}: the header is not a JSON object")
+        raise ValueError(f"{shown(name)}: the header is not a JSON object")
     out = {}
     for key, info in header.items():
         if key == "__metadata__":
             continue
         if not isinstance(info, dict) or info.get("dtype") not in SAFETENSORS_DTYPES:
-            raise ValueError(f"{name}: tensor {key!r} has no known dtype")
+            raise ValueError(f"{shown(name)}: tensor {shown(key, True)} has no known dtype")
         shape, offsets = info.get("shape"), info.get("data_offsets")
         if not (isinstance(shape, list) and all(type(s) is int and s >= 0 for s in shape) and isinstance(offsets, list)
                 and len(offsets) == 2 and all(type(o) is int for o in offsets)):
-            raise ValueError(f"{name}: tensor {key!r} has a malformed shape or offsets")
+            raise ValueError(f"{shown(name)}: tensor {shown(key, True)} has a malformed shape or offsets")
         dtype = getattr(torch, SAFETENSORS_DTYPES[info["dtype"]])
         begin, end = offsets
         if not 0 <= begin <= end <= len(buf) - 8 - n:
-            raise ValueError(f"{name}: tensor {key} lies outside the file")
+            raise ValueError(f"{shown(name)}: tensor {shown(key)} lies outside the file")
         if math.prod(shape) * torch.empty(0, dtype=dtype).element_size() != end - begin:
-            raise ValueError(f"{name}: tensor {key}'s shape does not match its bytes")
+            raise ValueError(f"{shown(name)}: tensor {shown(key)}'s shape does not match its bytes")
         if end > begin:
             flat = torch.frombuffer(buf, dtype=torch.uint8, count=end - begin, offset=8 + n + begin)
         else:
@@ -212,7 +235,7 @@ def read_torch(buf: bytearray, name: str) -> dict:
     if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
         obj = obj["state_dict"]
     if not isinstance(obj, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items()):
-        raise ValueError(f"{name} is not a state dict of tensors")
+        raise ValueError(f"{shown(name)} is not a state dict of tensors")
     return obj
 
 
@@ -223,12 +246,12 @@ def read_folder(folder: ModelFolder) -> tuple[dict, list[str]]:
             index = json.loads(bytes(folder.read(index_name, HEADER_LIMIT)))
             weight_map = index.get("weight_map") if isinstance(index, dict) else None
             if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-                raise ValueError(f"{index_name} has no weight_map of file names")
+                raise ValueError(f"{shown(index_name)} has no weight_map of file names")
             shards = sorted(set(weight_map.values()))
             if any("/" in s or s.startswith(".") or not s for s in shards):
-                raise ValueError(f"{index_name} names shards outside the folder")
+                raise ValueError(f"{shown(index_name)} names shards outside the folder")
             if len(shards) > MAX_SHARDS:
-                raise ValueError(f"{index_name} names {len(shards)} shards (at most {MAX_SHARDS})")
+                raise ValueError(f"{shown(index_name)} names {len(shards)} shards (at most {MAX_SHARDS})")
             state: dict = {}
             for shard in shards:
                 state.update(reader(folder.read(shard), shard))
@@ -593,6 +616,8 @@ def score(profile: str, home: Path, protected: Path, details: dict) -> tuple[flo
     details["torch"] = torch.__version__
     reference_dir, held_out = reference_for(home, protected, details, limit)
     details["held_out"] = held_out
+    global WITHHOLD_NAMES
+    WITHHOLD_NAMES = held_out
     if not reference_dir.is_dir():
         raise Invalid({"error": "the reference weights are missing: prepare the environment's assets "
                                 "(rebench-tui prepare optimize_llm_foundry)", **limit})
@@ -676,7 +701,8 @@ def score(profile: str, home: Path, protected: Path, details: dict) -> tuple[flo
                 raise
             except Exception as exc:  # noqa: BLE001 - anything unreadable is the participant's to see
                 details["traceback"] = traceback.format_exc()[-3000:]
-                said = type(exc).__name__ if held_out else f"{type(exc).__name__}: {exc}"  # its text may quote the participant's files
+                # a library's words may quote the participant's files; the scorer's own name no file then
+                said = f"{type(exc).__name__}: {exc}" if not held_out or own_fault(exc) else type(exc).__name__
                 raise Invalid({**message, "error": f"could not load the trained weights: {said}"[:600]}) from None
             if snapshot(folder.fd) != before:
                 raise Invalid({**message, "error": "solution/trained_model changed while the scorer read it: something "
