@@ -602,19 +602,17 @@ async def _ticker_scoring(run: Run, session: Any, container: Any, score: Any, pi
     ticks = [float(t) for t in container.exec_run(["cat", "/tmp/e2e-ticks"]).output.split()]
     if rec is None:
         return
-    # frozen from the snapshot to the scorer's end: the snapshot, the room's making and the scorer
-    d = rec.details or {}
-    room = d.get("room") or {}
-    held = sum(float(room.get(k) or 0) for k in ("snapshot_s", "open_s")) + float(d.get("duration_s") or 0)
-    begun = rec.called_at_ms / 1000 + 0.35  # the exec gate lets the engine settle 0.3 s before it freezes
-    ended = rec.called_at_ms / 1000 + held
+    # frozen from before the snapshot to after the scorer's end, as the record says (the wall clock
+    # of this machine, which the container shares): a tick between the two is one the freeze missed
+    room = (rec.details or {}).get("room") or {}
+    begun, ended = room["frozen_at_ms"] / 1000, room["thawed_at_ms"] / 1000
     inside = [t for t in ticks if begun < t < ended]
     near = [b - a for a, b in zip(ticks, ticks[1:]) if b > begun and a < ended]
     run.facts["ticker"] = {"ticks": len(ticks), "during_scoring": len(inside), "frozen_window_s": round(ended - begun, 2),
                            "longest_gap_s": round(max(near, default=0.0), 2), "score": rec.score,
                            "honest": [s["score"] for s in honest]}
-    run.log(f"   ticker: {len(ticks)} ticks in all, {len(inside)} in the {ended - begun:.2f} s the snapshot, room and "
-            f"scorer took (longest gap between ticks {max(near, default=0.0):.2f} s); score {rec.score:.4f} "
+    run.log(f"   ticker: {len(ticks)} ticks in all, {len(inside)} in the {ended - begun:.2f} s the container was frozen "
+            f"(snapshot, room and scorer; longest gap between ticks {max(near, default=0.0):.2f} s); score {rec.score:.4f} "
             f"beside the honest {_fmt([s['score'] for s in honest])}")
     run.check(len(ticks) > 5 and not inside, "the participant's container was frozen through the scoring (no tick inside it)")
     if honest:

@@ -73,6 +73,7 @@ class Scorer:
                 self._prepare()
             token = token_hex(16)
             with self.core.sandbox.frozen():
+                frozen_at = time.time()  # wall clock, for the record: the participant held from here to the thaw
                 if recount is None:
                     snap = self._take_snapshot()
                     attempt = snap.info()
@@ -82,6 +83,8 @@ class Scorer:
                 self._started(token, attempt, final)
                 reservation = self.core.audit.reserve()
                 result, room = self._run(reservation, token, snap, attempt, final, cancel, on_output)
+            if room:
+                room.update(frozen_at_ms=round(frozen_at * 1000), thawed_at_ms=round(time.time() * 1000))
             return self._outcome(reservation, result, attempt, final,
                                  None if recount is None else {k: v for k, v in recount.items() if k != "attempt"}, room)
         finally:
