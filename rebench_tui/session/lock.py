@@ -11,7 +11,45 @@ from pathlib import Path
 from ..errors import SessionError
 
 
-def _alive(pid: int) -> bool:
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None where there is
+    no /proc to read (then only a signal can tell)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2:].split()
+
+
+def _started_at(fields: list[str]) -> float | None:
+    """When the process started (epoch seconds), from its stat fields and the boot time."""
+    try:
+        ticks = int(fields[19])
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (IndexError, ValueError, OSError, StopIteration):
+        return None
+
+
+def _alive(pid: int, since: float | None = None) -> bool:
+    """Whether the app that wrote a lock at ``since`` still runs as ``pid``.
+
+    A zombie is not alive: a killed app whose parent went first (a login whose connection dropped)
+    is re-parented, and where the new parent never reaps it (a container's PID 1, often) it stays a
+    zombie for good. Nor is a process that started after the lock was written: the PID was reused.
+    """
+    fields = _proc_stat(pid)
+    if fields == []:
+        return False
+    if fields:
+        if fields[0] in ("Z", "X", "x"):
+            return False
+        started = _started_at(fields)
+        if since is not None and started is not None and started > since + 2.0:
+            return False
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -19,6 +57,11 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _since(holder: dict) -> float | None:
+    since = holder.get("since")
+    return float(since) if isinstance(since, (int, float)) else None
 
 
 class SessionLock:
@@ -39,7 +82,7 @@ class SessionLock:
         if not other:
             return None
         if other.get("host") == socket.gethostname():
-            return other if isinstance(other.get("pid"), int) and _alive(other["pid"]) else None
+            return other if isinstance(other.get("pid"), int) and _alive(other["pid"], _since(other)) else None
         return other
 
     def acquire(self) -> str | None:
@@ -52,7 +95,7 @@ class SessionLock:
             except FileExistsError:
                 other = self.holder() or {}
                 same_host = other.get("host") == me["host"]
-                if same_host and isinstance(other.get("pid"), int) and _alive(other["pid"]):
+                if same_host and isinstance(other.get("pid"), int) and _alive(other["pid"], _since(other)):
                     raise SessionError(
                         f"this session is open in another app: PID {other['pid']} on {other['host']}",
                         kept="the session is untouched",

@@ -83,8 +83,9 @@ class Scorer:
                 self._started(token, attempt, final)
                 reservation = self.core.audit.reserve()
                 result, room = self._run(reservation, token, snap, attempt, final, cancel, on_output)
+                thawing_at = time.time()  # asked before the thaw: the record's window is one they were surely held through
             if room:
-                room.update(frozen_at_ms=round(frozen_at * 1000), thawed_at_ms=round(time.time() * 1000))
+                room.update(frozen_at_ms=round(frozen_at * 1000), thawed_at_ms=round(thawing_at * 1000))
             return self._outcome(reservation, result, attempt, final,
                                  None if recount is None else {k: v for k, v in recount.items() if k != "attempt"}, room)
         finally:
