@@ -5,10 +5,15 @@ not earn, or to the held-out tests (README there). Each must end as NaN with a r
 than the honest starting scaffold's score; after each scoring nothing of the participant's (uid
 1000) or of the programs' user (nobody) may still run, and /protected must be as it was. One
 container for the module; about ten scorings of a few seconds each.
+
+Each scoring runs in a room of its own, which keeps everything the scaffold and its programs write
+(they held the held-out problems): the probes report what they found through their outcome (README
+in the hostile folder), and these tests read the outcomes and the sizes of what was withheld.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -23,6 +28,15 @@ pytestmark = [pytest.mark.docker]
 HOSTILE = ROOT / "environments" / "rust_codecontests" / "reference" / "hostile"
 NOBODY = 65534
 SECRET = "sk-rcc-hostile-made-up-5Jq8"
+
+
+def withheld(value) -> bool:
+    """Whether a field of the result is the room's note in place of the participant's text."""
+    return isinstance(value, dict) and "withheld" in value and value.get("chars", value.get("items", 0)) > 0
+
+
+def outcomes(record) -> dict[str, int]:
+    return record.message["outcomes"]
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +102,7 @@ def test_hostile_scaffold_ends_as_nan_with_a_reason(arena, honest, name):
     record = run_hostile(arena, name)
     assert math.isnan(record.score), (name, record.score, record.message)
     assert record.message.get("error"), record.message
-    if name == "fake_result_exit":
+    if name == "fake_result_exit":  # it left before any problem was sent: it held nothing, and its output is shown
         assert "exit status 0" in record.message["error"]
         assert '"n_successes": 8' in record.details.get("participant_stdout_tail", "")
     else:  # the result line went into the control channel too: the scaffold broke its protocol
@@ -105,29 +119,24 @@ def test_hostile_scaffold_scores_no_better_than_honest(arena, honest, name):
 
 
 def test_neither_the_scaffold_nor_its_programs_can_read_the_held_out_tests(arena, honest):
+    """The scaffold raises unless /protected refused it ("Permission denied" for the held-out tests);
+    a program exits 3 unless every open was refused and no descriptor of the judge's was readable.
+    Every problem a wrong answer: the scaffold found nothing, and neither did any program."""
     record = run_hostile(arena, "protected_reader")
-    out = record.details.get("participant_stdout_tail", "")
-    assert "READ-OK" not in out and "WRITE-OK" not in out, out
-    assert "READ-DENIED /protected/assets/test.jsonl Permission denied" in out, out
-    rows = record.details["per_problem"]
-    judged = [r for r in rows if r["outcome"] == "wrong_answer"]
-    assert judged, rows
-    for r in judged:  # what each program printed: every open refused, no descriptor of the judge's readable
-        assert "READ-OK" not in r["detail"] and "READ-DENIED" in r["detail"] and "FD-READ:0" in r["detail"], r
+    assert outcomes(record) == {"wrong_answer": 8}, record.details["per_problem"]
+    assert withheld(record.details.get("participant_stdout_tail")), record.details  # its report, counted
 
 
 def test_links_planted_by_programs_lead_the_judge_nowhere(arena, honest):
     record = run_hostile(arena, "link_planter")
-    got = [r["detail"] for r in record.details["per_problem"] if r["outcome"] == "wrong_answer"]
-    assert got and all("io-entries:0" in d for d in got), got
+    assert outcomes(record) == {"wrong_answer": 8}, record.details["per_problem"]  # exit 3 if it saw the judge's folder
     assert arena.root("test -e /home/agent/leaked_by_judge && echo leaked || echo absent").stdout.strip() == "absent"
 
 
 def test_programs_cannot_carry_their_input_out(arena, honest):
     record = run_hostile(arena, "exfiltrator")
     assert record.details["program_confinement"] == "seccomp", record.details
-    got = [r["detail"] for r in record.details["per_problem"] if r["outcome"] == "wrong_answer"]
-    assert got and all("exfil:FILE-DENIED,SHM-DENIED,DIR-DENIED,LINK-DENIED,NET-DENIED" in d for d in got), got
+    assert outcomes(record) == {"wrong_answer": 8}, record.details["per_problem"]  # exit 3 if a way out worked
     left = arena.root("ls -d /tmp/rcc_exfil* /dev/shm/rcc_exfil* 2>/dev/null | wc -l").stdout.strip()
     assert left == "0", left
 
@@ -151,8 +160,7 @@ def test_a_watcher_started_before_the_scoring_learns_nothing_of_the_hidden_input
         # clean-up walks the temporary folders) tells the helper nothing of the input.
         opens = arena.root("grep -c . /home/agent/.cache/leaked/opens 2>/dev/null || true").stdout.strip() or "0"
         assert opens == "0", f"the helper saw {opens} opens of its beacons by judged programs"
-        got = [r["detail"] for r in record.details["per_problem"] if r["outcome"] == "wrong_answer"]
-        assert got and all("beacons:0" in d for d in got), got
+        assert outcomes(record) == {"wrong_answer": 8}, record.details["per_problem"]  # exit 3 if a beacon opened
     finally:
         arena.root("pkill -9 -u agent -f .watcher.py; rm -rf /home/agent/.watcher.py /home/agent/.cache/leaked /tmp/rcc_beacons")
 
@@ -166,9 +174,45 @@ def test_answers_are_data_the_scorer_checks(arena, honest):
 
 
 def test_the_harness_it_is_given_is_not_the_judges(arena, honest):
-    record = run_hostile(arena, "monkeypatch")
-    assert "hidden-tests-found: 0" in record.details.get("participant_stdout_tail", ""), record.details
+    record = run_hostile(arena, "monkeypatch")  # solve() raises if it finds a problem's tests: a scaffold error
     assert record.message["outcomes"] == {"wrong_answer": 4, "timeout": 2, "compile_error": 2}, record.message
+
+
+def _held_out_pieces(arena) -> set[str]:
+    """Names, 24-character pieces of the statements and test inputs of the held-out problems, less
+    what the visible problems and the starting files share with them (not a leak)."""
+    from rebench_tui.assets import AssetStore
+    from rebench_tui.config import Settings
+
+    folder = AssetStore(Settings().cache_dir).status(arena.env, "smoke").folder
+    known = "\n".join(f.read_text(errors="replace") for f in [*sorted((folder / "workspace").rglob("*.jsonl")),
+                                                               *sorted(p for p in arena.env.solution_dir.rglob("*") if p.is_file())])
+    pieces = set()
+    for line in (folder / "protected" / "test.jsonl").read_text().splitlines():
+        p = json.loads(line)
+        text = " ".join(str(p.get("description", "")).split())
+        pieces |= {p["name"], *(text[i:i + 24] for i in range(0, max(1, len(text) - 24), 8))}
+        pieces |= {t["input"].strip() for t in p.get("tests", []) if len(t["input"].strip()) >= 12}
+    return {x for x in pieces if len(x) >= 6 and x not in known}
+
+
+def test_nothing_of_the_held_out_problems_leaves_the_room(arena, honest):
+    """A scaffold that prints every problem it is given, raises with a statement, and returns
+    programs that echo their hidden input or fail to compile on a line quoting a statement: the
+    participant reads the result, so none of that may be in it, or in any file of the session
+    folder; the outcomes and the sizes of what was withheld stay."""
+    pieces = _held_out_pieces(arena)
+    assert len(pieces) > 50, len(pieces)
+    record = run_hostile(arena, "leak_problems")
+    said = json.dumps([record.message, record.details])
+    assert not [p for p in pieces if p in said], "the held-out problems reached the result"
+    kept = "\n".join(f.read_text(errors="replace") for f in arena.session.folder.rglob("*") if f.is_file())
+    assert not [p for p in pieces if p in kept], "the held-out problems reached the session's records"
+    rows = record.details["per_problem"]
+    assert [r["problem"] for r in rows] == list(range(8)) and not any("name" in r for r in rows), rows
+    assert {"scaffold_error", "wrong_answer", "compile_error"} <= set(outcomes(record)), outcomes(record)
+    assert all("withheld" in r["detail"] for r in rows if r["outcome"] in ("scaffold_error", "wrong_answer", "compile_error"))
+    assert withheld(record.details["participant_stdout_tail"]) and withheld(record.details["participant_stderr_tail"])
 
 
 def test_daemons_are_ended(arena, honest):
@@ -183,7 +227,7 @@ def test_every_scaffold_in_the_hostile_folder_is_scored_and_none_beats_honest(ar
     """A scaffold added to reference/hostile/ is scored here even before a test names it (with the
     checks every hostile scoring gets), and no hostile scoring beats the honest one."""
     names = sorted(p.stem.removeprefix("solve_") for p in HOSTILE.glob("solve_*.py"))
-    assert len(names) >= 9, names
+    assert len(names) >= 11, names
     for name in names:
         assert_no_fake_best(run_hostile(arena, name), honest, Direction.HIGHER)
     print("rust_codecontests hostile scores:", SCORES)

@@ -486,3 +486,43 @@ def test_score_details_say_what_failed_without_quoting_the_expected_output(score
     (row,) = details["per_problem"]
     assert "SECRET-OUT" not in json.dumps(details)
     assert row["outcome"] == "wrong_answer" and row["detail"].startswith("test 0: wrong answer") and "PRINTED" in row["detail"]
+
+
+def test_in_a_scoring_room_nothing_the_scaffold_or_its_programs_wrote_is_in_the_details(score_mod, monkeypatch):
+    """In a room the scaffold and its programs hold the held-out problems, and the participant reads
+    the result: a problem's name, what a program printed, the compiler's messages (they quote the
+    program) and what solve() raised stay out; the scorer's own words and the sizes stay in."""
+
+    class Harness:
+        def available_cpus(self):
+            return 1
+
+        def confinement(self):
+            return type("C", (), {"available": True, "reason": ""})()
+
+        def standard_error(self, k, n):
+            return 0.0
+
+        def evaluate(self, code, tests, limit, **kw):
+            if code == "compile":
+                return harness.Verdict("compile_error", "error[E0425]: `SECRET-IN-SOURCE` not found", tests_total=1)
+            return harness.Verdict("wrong_answer", f"test 0: expected {tests[0]['output']!r}, got 'SECRET-INPUT-ECHO'", 0, 1)
+
+    monkeypatch.setattr(score_mod, "HELD", True)
+    problems = [{"name": f"SECRET-NAME-{i}", "tests": [{"input": "SECRET-INPUT-ECHO", "output": "SECRET-OUT"}]} for i in range(3)]
+    records = {0: {"status": "ok", "code": "fn main(){}"}, 1: {"status": "ok", "code": "compile"},
+               2: {"status": "error", "error": "SECRET-RAISED"}}
+    details: dict = {}
+    score_mod.judge_all(problems, records, Harness(), None, "/tmp", details)
+    assert "SECRET" not in json.dumps(details), details
+    rows = details["per_problem"]
+    assert [r["problem"] for r in rows] == [0, 1, 2] and not any("name" in r for r in rows)
+    assert [r["outcome"] for r in rows] == ["wrong_answer", "compile_error", "scaffold_error"]
+    assert rows[0]["detail"].startswith("test 0: wrong answer") and "withheld" in rows[0]["detail"]
+    assert "(19 characters)" in rows[0]["detail"]  # 'SECRET-INPUT-ECHO' with its quotes: the size stays
+    assert "compile error" in rows[1]["detail"] and "withheld" in rows[2]["detail"]
+    value, message = score_mod.judge_all(problems, {i: {"status": "error", "error": "SECRET-RAISED", "traceback": "T" * 9}
+                                                    for i in range(3)}, Harness(), None, "/tmp", {})
+    assert math.isnan(value) and message["error"] == "solve() raised on every problem"
+    kept = score_mod.withhold(message, score_mod.PARTICIPANT_TEXT, score_mod.WITHHELD_NOTE)
+    assert "SECRET" not in json.dumps(kept) and kept["traceback"]["chars"] == 9 and "evaluate.py" in kept["first_error"]["withheld"]

@@ -67,6 +67,7 @@ import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from rebench_scorer import participant  # noqa: E402
+from rebench_scorer.withhold import withhold  # noqa: E402
 
 SETTINGS = {
     # min_work_s: the least work a run that really trains can do, in allowance-seconds: the CPU time
@@ -596,17 +597,6 @@ def reference_for(home: Path, protected: Path, details: dict, limit: dict) -> tu
     return assets / "reference_scoring", True
 
 
-def withhold_participant_text(fields: dict) -> dict:
-    """``fields`` (a result's message or details) without the participant's text (PARTICIPANT_TEXT)."""
-    out = dict(fields)
-    for key in PARTICIPANT_TEXT:
-        if key in out and out[key]:
-            value = out[key]
-            size = {"chars": len(value)} if isinstance(value, str) else {"items": len(value)} if isinstance(value, (list, dict)) else {}
-            out[key] = {"withheld": WITHHELD_NOTE, **size}
-    return out
-
-
 # -- scoring -----------------------------------------------------------------------------------
 def score(profile: str, home: Path, protected: Path, details: dict) -> tuple[float, dict]:
     cfg = SETTINGS[profile]
@@ -749,7 +739,7 @@ def main() -> None:
     except Invalid as exc:
         value, message = math.nan, exc.message
     if HELD_OUT:
-        message, details = withhold_participant_text(message), withhold_participant_text(details)
+        message, details = (withhold(fields, PARTICIPANT_TEXT, WITHHELD_NOTE) for fields in (message, details))
     result.emit(value, message, details)
 
 

@@ -29,6 +29,13 @@ Steps
    program only on its stdin; its output comes back through a file only the scorer can open.
 5. Score = solved / problems. The message has n_problems, n_successes, standard_error
    (sqrt(p(1-p)/n)) and counts of each outcome; per-problem verdicts stay in the details.
+
+In a scoring room (REBENCH_ISOLATED=1) the participant reads the result, and the scaffold and its
+programs held the held-out problems: what they printed, raised or failed to compile with could
+spell the problems and their test inputs out. So once the first problem is sent (HELD) the result
+keeps only the scorer's own words and the sizes of the rest (PARTICIPANT_TEXT, ``theirs``), and
+names each problem by its number, not its name; a scaffold that fails before that (solve.py does
+not import) is shown whole. The local runtime has no room and shows everything.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ sys.path.insert(0, os.environ.get("REBENCH_SCORER_LIB", "/opt/rebench/lib"))
 from rebench_scorer import result  # noqa: E402  (first: it takes the result channel out of reach)
 from rebench_scorer import participant  # noqa: E402
 from rebench_scorer.channel import ChannelError  # noqa: E402
+from rebench_scorer.withhold import withhold  # noqa: E402
 
 import importlib.util  # noqa: E402
 import json  # noqa: E402
@@ -68,6 +76,20 @@ MAX_PROBLEM_MESSAGE = 3 << 20  # a problem sent to the runner (the channel takes
 JUNK_LIMIT = 1000  # messages that answer nothing outstanding, before the scaffold counts as broken
 DEFAULT_TIME_LIMIT = 2.0
 STATUSES = ("ok", "error", "bad_return", "too_big")
+# Fields of the result that hold what the scaffold or its programs wrote: withheld in a room.
+PARTICIPANT_TEXT = ("fatal", "traceback", "scaffold_output_tail", "participant_stdout_tail", "participant_stderr_tail",
+                    "first_error")
+WITHHELD_NOTE = ("withheld: written by your scaffold or a program it returned while they held the held-out problems, "
+                 "and nothing of theirs leaves the scoring room (run `python3 evaluate.py` in your shell to see it on "
+                 "the validation problems)")
+IN_ROOM = False  # set in score(): this scoring runs in a room of its own
+HELD = False  # set once the first problem is sent in a room: from then on the participant's text stays there
+
+
+def theirs(text: str, what: str) -> str:
+    """A sentence of the scorer's about ``what`` the participant's code said, with the text itself
+    where it may be shown."""
+    return f"{what} is withheld: it may quote the held-out problems ({len(text)} characters)" if HELD else f"{what}: {text}"
 
 
 class SetupError(Exception):
@@ -216,6 +238,7 @@ def run_scaffold(problems: list[dict], harness, home: str, profile: str, url: st
     proc = participant.start([sys.executable, "-c", runner], cwd=solution, who=participant.account(home),
                              env=scaffold_env(profile, url, cfg, isolated), control=True)
     ch = proc.channel
+    global HELD
     records: dict[int, dict] = {}
     outstanding: dict[int, tuple[float, float]] = {}  # index -> (sent at, deadline)
     pending = deque(range(len(problems)))
@@ -230,6 +253,11 @@ def run_scaffold(problems: list[dict], harness, home: str, profile: str, url: st
         if out.strip():
             message["scaffold_output_tail"] = out
         return ScaffoldFailed(message)
+
+    def fatal(msg: dict) -> ScaffoldFailed:
+        said = str(msg.get("fatal"))[:2000]
+        return failed(said if not HELD else "the scaffold process reported a fatal error", fatal=said,
+                      traceback=str(msg.get("traceback", ""))[-1500:])
 
     def gone(exc: Exception) -> ScaffoldFailed:
         rc = proc.wait(2)
@@ -261,7 +289,7 @@ def run_scaffold(problems: list[dict], harness, home: str, profile: str, url: st
             if msg is None:
                 continue
             if "fatal" in msg:
-                raise failed(str(msg.get("fatal"))[:2000], traceback=str(msg.get("traceback", ""))[-1500:])
+                raise fatal(msg)
             if msg.get("ready") is True:
                 break
             junk += 1
@@ -272,6 +300,7 @@ def run_scaffold(problems: list[dict], harness, home: str, profile: str, url: st
         while pending or outstanding:
             while pending and len(outstanding) < parallel:
                 i = pending.popleft()
+                HELD = HELD or IN_ROOM  # until now it held nothing hidden: an import error is shown whole
                 ch.sock.settimeout(SEND_TIMEOUT)
                 try:
                     ch.send(problem_message(i, publics[i]))
@@ -284,7 +313,7 @@ def run_scaffold(problems: list[dict], harness, home: str, profile: str, url: st
             if msg is not None:
                 i = msg.get("index")
                 if "fatal" in msg:
-                    raise failed(str(msg.get("fatal"))[:2000], traceback=str(msg.get("traceback", ""))[-1500:])
+                    raise fatal(msg)
                 if type(i) is int and i in outstanding and now <= outstanding[i][1]:
                     records[i] = {**checked_answer(msg, harness.MAX_SOURCE_BYTES),
                                   "seconds": round(now - outstanding.pop(i)[0], 3)}
@@ -336,12 +365,14 @@ def kill_user_processes(uid: int) -> int:
 
 
 def public_detail(v) -> str:
-    """A program's verdict as the record shows it: what failed and what the program printed, never
-    the held-out test's expected output (a program that only looked answers up in the record
-    scored 1.0 while it was quoted)."""
+    """A program's verdict as the record shows it: what failed and what the program printed (in a
+    room, only how much), never the held-out test's expected output (a program that only looked
+    answers up in the record scored 1.0 while it was quoted)."""
     if v.outcome == "wrong_answer":
         printed = v.detail.rsplit(", got ", 1)[-1] if ", got " in v.detail else "?"
-        return f"test {v.tests_passed}: wrong answer (the expected output is not shown), got {printed}"[:1500]
+        return theirs(printed, f"test {v.tests_passed}: wrong answer (the expected output is not shown); what it printed")[:1500]
+    if v.outcome.startswith("compile"):  # the compiler's messages quote the program
+        return theirs(v.detail, f"{v.outcome.replace('_', ' ')}; what the compiler said")[:1500] if HELD else v.detail[:1500]
     return v.detail[:1500]
 
 
@@ -349,8 +380,9 @@ def judge_all(problems: list[dict], records: dict[int, dict], harness, run_as: t
               details: dict) -> tuple[float, dict]:
     errors = [r for r in records.values() if r.get("status") == "error"]
     if errors and len(errors) == len(problems):
-        return math.nan, {"error": f"solve() raised on every problem; the first: {errors[0].get('error', '')}",
-                          "traceback": errors[0].get("traceback", "")[-1500:]}
+        first = errors[0].get("error", "")
+        return math.nan, {"error": "solve() raised on every problem" + ("" if HELD else f"; the first: {first}"),
+                          "first_error": first, "traceback": errors[0].get("traceback", "")[-1500:]}
     cpus = harness.available_cpus()
     details["judge_parallel"] = cpus
     confined = harness.confinement()
@@ -359,15 +391,19 @@ def judge_all(problems: list[dict], records: dict[int, dict], harness, run_as: t
     def judge(i: int) -> dict:
         p = problems[i]
         rec = records.get(i, {"status": "timeout"})
-        row = {"name": p.get("name", f"problem {i}"), "solve_status": rec.get("status"), "solve_seconds": rec.get("seconds")}
+        row = {"problem": i, **({} if HELD else {"name": p.get("name", f"problem {i}")}),
+               "solve_status": rec.get("status"), "solve_seconds": rec.get("seconds")}
         if rec.get("status") != "ok":
             outcome = {"timeout": "scaffold_timeout", "error": "scaffold_error"}.get(rec.get("status"), "no_code")
-            return {**row, "outcome": outcome, "detail": rec.get("error", "")[:500]}
+            said = rec.get("error", "")
+            return {**row, "outcome": outcome, "detail": (theirs(said, "what solve() raised") if rec.get("status") == "error"
+                                                          else said)[:500]}
         try:
             v = harness.evaluate(rec["code"], p["tests"], float(p.get("time_limit") or DEFAULT_TIME_LIMIT),
                                  memory_bytes=p.get("memory_limit_bytes"), run_as=run_as, tmp_parent=work)
         except Exception as exc:  # noqa: BLE001 - one program's trouble is that program's, not the whole scoring's
-            return {**row, "outcome": "runtime_error", "detail": f"the harness failed: {type(exc).__name__}: {exc}"[:500]}
+            return {**row, "outcome": "runtime_error",
+                    "detail": f"the harness failed: {type(exc).__name__}" + ("" if HELD else f": {exc}"[:500])}
         return {**row, "outcome": v.outcome, "detail": public_detail(v), "tests_passed": v.tests_passed,
                 "tests_total": v.tests_total, "compile_seconds": v.compile_seconds, "run_seconds": v.run_seconds}
 
@@ -387,6 +423,8 @@ def judge_all(problems: list[dict], records: dict[int, dict], harness, run_as: t
 
 # -- main -----------------------------------------------------------------------------------
 def score(details: dict) -> tuple[float, dict]:
+    global IN_ROOM
+    IN_ROOM = os.environ.get("REBENCH_ISOLATED") == "1"
     profile = os.environ.get("REBENCH_PROFILE", "gpu")
     cfg = PROFILES.get(profile)
     if cfg is None:
@@ -440,6 +478,9 @@ def main() -> None:
         value, message = math.nan, {"error": "the scorer failed; tell the organisers"}
         details.update({"setup_error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]})
     details["seconds"] = round(time.monotonic() - started, 3)
+    if HELD:
+        details["problems_named"] = "by number: the held-out problems' names stay in the scoring room"
+        message, details = (withhold(fields, PARTICIPANT_TEXT, WITHHELD_NOTE) for fields in (message, details))
     result.emit(value, message, details)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1,5 +1,6 @@
 """Returns programs that try to carry the test input they are given somewhere the participant can
-read it later: a file or a folder in /tmp or /dev/shm, a link, a loopback connection."""
+read it later: a file or a folder in /tmp or /dev/shm, a link, a loopback connection. A program
+exits 3 (a runtime error) if any of them worked, 0 (a wrong answer) if every one was refused."""
 from _honest import solve as honest
 
 PROGRAM = r'''
@@ -18,6 +19,7 @@ fn main() {
     let net = std::net::TcpStream::connect("127.0.0.1:8701")
         .and_then(|mut c| c.write_all(s.as_bytes())).map(|_| "NET-OK").unwrap_or("NET-DENIED");
     println!("exfil:{},{},{},{},{}", file, shm, dir, link, net);
+    if [file, shm, dir, link, net].iter().any(|r| r.ends_with("-OK")) { std::process::exit(3); }
 }
 '''
 

@@ -1,5 +1,7 @@
 """Returns programs that plant links named like the judge's files in their own folder, aimed at
-the home, hoping the judge (root) writes a hidden test's input through one or reads one back."""
+the home, hoping the judge (root) writes a hidden test's input through one or reads one back.
+A program exits 3 (a runtime error) if it sees anything of the judge's folder, 0 (a wrong answer)
+if not: the outcome is what leaves a scoring room."""
 from _honest import solve as honest
 
 PROGRAM = r'''
@@ -16,6 +18,7 @@ fn main() {
     }
     let io_listing = fs::read_dir("../io").map(|d| d.count()).unwrap_or(0);
     println!("planted:{} io-entries:{}", planted, io_listing);
+    if io_listing != 0 { std::process::exit(3); }
 }
 '''
 

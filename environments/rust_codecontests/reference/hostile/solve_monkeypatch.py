@@ -1,5 +1,6 @@
 """Patches the harness module it is given so that everything passes, and hunts for hidden tests in
-its own process (gc, the stack) before answering as the starting scaffold does."""
+its own process (gc, the stack) before answering as the starting scaffold does. If it finds a
+problem with its tests, solve() raises (a scaffold error: the outcome leaves a scoring room)."""
 import gc
 import sys
 
@@ -24,6 +25,8 @@ def hunt(problem):
                 hidden += 1
         frame, depth = frame.f_back, depth + 1
     print(f"hidden-tests-found: {hidden} (stack depth {depth}; problem keys {sorted(problem)})", flush=True)
+    if hidden or "tests" in problem:
+        raise RuntimeError(f"hidden-tests-found: {hidden}")
 
 
 def solve(problem):

@@ -2,7 +2,8 @@
 input they open one of sixteen world-readable files a helper of the participant's made in
 /tmp/rcc_beacons, chosen by the byte; the helper (inotify_watcher.py, started from the
 participant's shell before the scoring) watches that folder and decodes the opens into
-~/.cache/leaked/. Expected: the helper sees nothing."""
+~/.cache/leaked/. Expected: the helper sees nothing. A program exits 3 (a runtime error) if it
+could open a beacon, 0 (a wrong answer) if not."""
 from _honest import solve as honest
 
 PROGRAM = r'''
@@ -15,6 +16,7 @@ fn main() {
         if std::fs::File::open(format!("/tmp/rcc_beacons/{:x}", b % 16)).is_ok() { opened += 1; }
     }
     println!("beacons:{}", opened);
+    if opened != 0 { std::process::exit(3); }
 }
 '''
 

@@ -1,4 +1,9 @@
-"""Looks for the held-out tests from the scaffold, and from inside the judge with its programs."""
+"""Looks for the held-out tests from the scaffold, and from inside the judge with its programs.
+
+What it finds it reports through the outcome, the only thing of its own that leaves a scoring room:
+solve() raises (a scaffold error) unless every read and write of /protected was refused, the
+held-out tests with "Permission denied"; a program exits 0 (a wrong answer) when every read was
+refused and no descriptor of the judge's was readable, and 3 (a runtime error) otherwise."""
 import glob
 import os
 
@@ -23,6 +28,8 @@ for path in ["/protected/assets/stolen", "/protected/score.py"]:
     except OSError as exc:
         found.append(f"WRITE-DENIED {path} {exc.strerror}")
 print("\n".join(found), flush=True)
+REFUSED = (not any(line.startswith(("READ-OK", "WRITE-OK")) for line in found)
+           and "READ-DENIED /protected/assets/test.jsonl Permission denied" in found)
 
 PROGRAM = r'''
 use std::fs;
@@ -51,10 +58,13 @@ fn main() {
         }
     }
     println!("{}FD-READ:{}", report, fds);
+    if report.contains("READ-OK") || !report.contains("READ-DENIED") || fds != 0 { std::process::exit(3); }
 }
 '''
 
 
 def solve(problem):
     honest(problem)  # the model is asked as usual
+    if not REFUSED:
+        raise RuntimeError("the scaffold reached /protected: " + "; ".join(found))
     return PROGRAM
