@@ -130,16 +130,25 @@ def test_a_participant_gets_their_session_over_ssh_and_nothing_else(kiosk, sshd)
     assert scored[-1]["score"] == 3
 
     app = login(sshd)  # a plain login resumes the unfinished session
+    later = None
     try:
         assert app.until(lambda s: b"Quit" in s and b"Score" in s, 120), bytes(app.screen[-3000:])
         assert f"kiosk: ada, resume {folder.name}".encode() in app.screen
-        quit_app(app)
-        app = None
+        # A connection the server has not noticed is gone yet: the participant logs in again while
+        # the earlier login still holds the session. The new login takes it over; the earlier ends.
+        later = login(sshd)
+        assert later.until(lambda s: b"Quit" in s and b"Score" in s, 120), bytes(later.screen[-3000:])
+        assert b"still open in an earlier login" in later.screen, bytes(later.screen[-3000:])
+        ended, app = app, None
+        ended.wait(30)  # the earlier login's connection closes with its app (raises if it does not)
+        quit_app(later)
+        later = None
     finally:
-        if app is not None:
-            os.kill(app.pid, 9)
-            os.waitpid(app.pid, 0)
-    assert events(folder).count("session_resumed") == 1
+        for term in (app, later):
+            if term is not None:
+                os.kill(term.pid, 9)
+                os.waitpid(term.pid, 0)
+    assert events(folder).count("session_resumed") == 2
 
     r = ssh(sshd, "start", "toy_score")  # one session at a time, each environment once
     assert r.returncode == 1 and f"your session {folder.name} is not finished" in r.stderr

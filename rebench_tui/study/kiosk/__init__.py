@@ -11,4 +11,5 @@ See docs/study.md.
 - ``policy``: the kiosk file (who may start which environment, where, with which settings)
 - ``identity``: who the participant is (the forced command's ``--participant``, else sudo's user)
 - ``plan``: the one thing to do for this participant, decided from the above and their sessions
+- ``takeover``: a new login ends the app an earlier, dropped login of theirs left holding the session
 """

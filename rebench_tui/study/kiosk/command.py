@@ -10,6 +10,7 @@ the local runtime's shell key would open a shell on the host.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from .plan import decide
 from .policy import load_policy
 from .request import parse_request
 from .sessions import own_sessions
+from .takeover import end_earlier_login
 
 
 @click.command("kiosk")
@@ -51,5 +53,7 @@ def kiosk(ctx: click.Context, config_path: Path | None, participant: str | None)
                    runtime_kind="docker", host=policy.host, study_url=policy.study, participant_id=who,
                    sessions_dir=sessions)
     else:
+        if (said := end_earlier_login(sessions / plan.target, socket.gethostname())) is not None:
+            click.echo(said, err=True)
         ctx.invoke(group.commands["resume"], session_id=plan.target, sessions_dir=sessions)
     click.echo("kiosk: log in again to go on (`ssh HOST` resumes your unfinished session)", err=True)
