@@ -463,20 +463,24 @@ def test_a_broken_scaffold_scores_nan_with_the_traceback(layout):
     assert dies["score"] == "NaN" and "exit status 4" in dies["message"]["error"]
 
 
+class _JudgeOnly:
+    """The harness as judge_all asks it (one CPU, confinement available); each test gives its own ``evaluate``."""
+
+    def available_cpus(self):
+        return 1
+
+    def confinement(self):
+        return type("C", (), {"available": True, "reason": ""})()
+
+    def standard_error(self, k, n):
+        return 0.0
+
+
 def test_score_details_say_what_failed_without_quoting_the_expected_output(score_mod):
     """A judged program that only looks answers up needs the expected outputs: they must not reach
     the record (the participant reads it). What the program printed stays (it is the program's)."""
 
-    class Harness:
-        def available_cpus(self):
-            return 1
-
-        def confinement(self):
-            return type("C", (), {"available": True, "reason": ""})()
-
-        def standard_error(self, k, n):
-            return 0.0
-
+    class Harness(_JudgeOnly):
         def evaluate(self, code, tests, limit, **kw):
             return harness.Verdict("wrong_answer", f"test 0: expected {tests[0]['output']!r}, got 'PRINTED'", 0, 1)
 
@@ -493,16 +497,7 @@ def test_in_a_scoring_room_nothing_the_scaffold_or_its_programs_wrote_is_in_the_
     the result: a problem's name, what a program printed, the compiler's messages (they quote the
     program) and what solve() raised stay out; the scorer's own words and the sizes stay in."""
 
-    class Harness:
-        def available_cpus(self):
-            return 1
-
-        def confinement(self):
-            return type("C", (), {"available": True, "reason": ""})()
-
-        def standard_error(self, k, n):
-            return 0.0
-
+    class Harness(_JudgeOnly):
         def evaluate(self, code, tests, limit, **kw):
             if code == "compile":
                 return harness.Verdict("compile_error", "error[E0425]: `SECRET-IN-SOURCE` not found", tests_total=1)
