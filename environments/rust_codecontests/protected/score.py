@@ -231,12 +231,11 @@ def run_scaffold(problems: list[dict], harness, home: str, profile: str, url: st
         raise ScaffoldFailed({"error": f"{solution} does not exist"})
     with open(os.path.join(HERE, "scaffold_runner.py"), encoding="utf-8") as fh:
         runner = fh.read()
-    isolated = os.environ.get("REBENCH_ISOLATED") == "1"
     publics = [harness.public_view(p) for p in problems]
     budget, parallel = cfg["solve_seconds"], cfg["parallel"]
     started = time.monotonic()
     proc = participant.start([sys.executable, "-c", runner], cwd=solution, who=participant.account(home),
-                             env=scaffold_env(profile, url, cfg, isolated), control=True)
+                             env=scaffold_env(profile, url, cfg, IN_ROOM), control=True)
     ch = proc.channel
     global HELD
     records: dict[int, dict] = {}

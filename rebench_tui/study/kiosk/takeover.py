@@ -48,4 +48,6 @@ def end_earlier_login(folder: Path, host: str) -> str | None:
             return None  # not ours to end: resuming says who holds it
         if _until_free(lock, wait):
             break
+    else:
+        return f"kiosk: your session is still open in an earlier login (PID {pid}), which could not be closed"
     return f"kiosk: your session was still open in an earlier login (PID {pid}): that login was closed"
